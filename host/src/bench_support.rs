@@ -1,0 +1,94 @@
+//! Baselines for the benchmarks, which the public API deliberately cannot
+//! do: calling a warm (reused, unisolated) instance, and running without fuel
+//! metering. Not part of the supported API.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+
+use crate::bindings::ToolPlugin;
+use crate::bindings::toolhost::plugin::types::CallContext;
+use crate::budget::MemoryLimiter;
+use crate::store::StoreState;
+
+fn state(wasi: wasmtime_wasi::WasiCtx) -> StoreState {
+    StoreState {
+        wasi,
+        table: ResourceTable::new(),
+        limiter: MemoryLimiter::new(u64::MAX),
+        stdout: Default::default(),
+        stderr: Default::default(),
+        activation: None,
+        call: None,
+    }
+}
+
+fn context() -> CallContext {
+    CallContext {
+        session_id: "bench".into(),
+        agent: "bench".into(),
+        message_id: "bench".into(),
+        call_id: "bench".into(),
+    }
+}
+
+/// A plugin instantiated once, in an engine with or without fuel metering.
+pub struct Warm {
+    store: Store<StoreState>,
+    bindings: ToolPlugin,
+    metered: bool,
+}
+
+impl std::fmt::Debug for Warm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Warm")
+            .field("metered", &self.metered)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Warm {
+    /// Compiles and instantiates the component at `path`, once.
+    pub async fn new(path: &Path, metered: bool) -> wasmtime::Result<Warm> {
+        let mut config = Config::new();
+        config.consume_fuel(metered);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        crate::imports::add_to_linker(&mut linker)?;
+        let component = Component::from_file(&engine, path)?;
+        let mut store = Store::new(&engine, state(wasmtime_wasi::WasiCtx::builder().build()));
+        if metered {
+            store.set_fuel(u64::MAX)?;
+            store.fuel_async_yield_interval(Some(crate::budget::FUEL_YIELD_INTERVAL))?;
+        }
+        let bindings = ToolPlugin::instantiate_async(&mut store, &component, &linker).await?;
+        Ok(Warm {
+            store,
+            bindings,
+            metered,
+        })
+    }
+
+    /// Calls `tool` with `input` in the same instance `n` times; returns the
+    /// total time.
+    pub async fn calls(&mut self, tool: &str, input: &str, n: u64) -> wasmtime::Result<Duration> {
+        let cx = context();
+        let start = Instant::now();
+        for _ in 0..n {
+            if self.metered {
+                self.store.set_fuel(u64::MAX)?;
+            }
+            let r = self
+                .bindings
+                .toolhost_plugin_plugin()
+                .call_execute(&mut self.store, tool, input, &cx)
+                .await?;
+            if r.is_err() {
+                wasmtime::bail!("{tool} failed in the benchmark");
+            }
+        }
+        Ok(start.elapsed())
+    }
+}

@@ -1,0 +1,172 @@
+//! The library's error types.
+
+use std::path::PathBuf;
+
+use crate::grants::GrantError;
+
+/// Why a plugin could not be loaded. Every message names the file and says
+/// what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file does not exist or cannot be read.
+    #[error("cannot read plugin {}: {source}; check the path", path.display())]
+    Read {
+        /// The plugin path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Not a WebAssembly binary at all.
+    #[error("{} is not a WebAssembly file; pass a .wasm component built for wasm32-wasip2, or a plugin manifest (.toml)", path.display())]
+    NotWasm {
+        /// The plugin path.
+        path: PathBuf,
+    },
+    /// A core module, not a component.
+    #[error("{} is a core WebAssembly module, not a component; build it with `cargo build --target wasm32-wasip2` (or wrap it with `wasm-tools component new`)", path.display())]
+    CoreModule {
+        /// The plugin path.
+        path: PathBuf,
+    },
+    /// The component does not validate or compile.
+    #[error("{} is not a valid WebAssembly component: {reason}", path.display())]
+    Invalid {
+        /// The plugin path.
+        path: PathBuf,
+        /// The validator's or compiler's words.
+        reason: String,
+    },
+    /// Built against another version of the plugin world.
+    #[error("{} was built for {found}, but this host implements toolhost:plugin@{expected}; rebuild the plugin with a matching toolhost-sdk (0.1.x)", path.display())]
+    IncompatibleVersion {
+        /// The plugin path.
+        path: PathBuf,
+        /// The interface name and version the plugin uses.
+        found: String,
+        /// The version this host implements.
+        expected: &'static str,
+    },
+    /// A component of some other world.
+    #[error("{} is not a Toolhost plugin: it does not export toolhost:plugin/plugin@0.1.x (it exports: {exports}); build it against the WIT world in wit/", path.display())]
+    WrongWorld {
+        /// The plugin path.
+        path: PathBuf,
+        /// What it exports instead.
+        exports: String,
+    },
+    /// It imports something the host does not provide.
+    #[error("{} cannot be linked: {reason}; plugins may import only WASI 0.2 and toolhost:plugin interfaces", path.display())]
+    Link {
+        /// The plugin path.
+        path: PathBuf,
+        /// The linker's words.
+        reason: String,
+    },
+    /// A plugin manifest is malformed.
+    #[error("invalid plugin manifest {}: {message}", path.display())]
+    Manifest {
+        /// The manifest path.
+        path: PathBuf,
+        /// What is wrong, with the line.
+        message: String,
+    },
+}
+
+/// What a misbehaving guest did: a defect, never a tool result (R20).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DefectKind {
+    /// The guest panicked; the panic message when it printed one.
+    Panic(String),
+    /// The guest trapped (unreachable, out-of-bounds access, ...).
+    Trap(String),
+    /// The guest overflowed its wasm stack.
+    StackOverflow,
+    /// The guest asked for more linear memory than its limit (bytes).
+    MemoryLimit(u64),
+    /// The guest broke the plugin contract (bad JSON, empty content, ...).
+    Contract(String),
+}
+
+impl std::fmt::Display for DefectKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DefectKind::Panic(m) => write!(f, "panicked: {m}"),
+            DefectKind::Trap(t) => write!(f, "trapped: {t}"),
+            DefectKind::StackOverflow => f.write_str("overflowed its stack (too deep recursion?)"),
+            DefectKind::MemoryLimit(limit) => write!(
+                f,
+                "hit the memory limit of {} MiB; raise it (--memory or the manifest's limits.memory) if the tool needs more",
+                limit >> 20
+            ),
+            DefectKind::Contract(m) => write!(f, "broke the plugin contract: {m}"),
+        }
+    }
+}
+
+/// A defect, naming plugin, version and tool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[error("plugin {plugin} {version}, tool `{tool}`: {kind}")]
+pub struct Defect {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The plugin's version.
+    pub version: String,
+    /// The tool (or `activate`).
+    pub tool: String,
+    /// What went wrong.
+    pub kind: DefectKind,
+}
+
+/// The library's top-level error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A plugin could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A plugin's `activate` returned an error.
+    #[error("plugin {plugin} failed to activate: {message}")]
+    Activation {
+        /// The plugin's name.
+        plugin: String,
+        /// The plugin's message.
+        message: String,
+    },
+    /// A plugin misbehaved during activation.
+    #[error(transparent)]
+    Defect(#[from] Defect),
+    /// Activation was interrupted by its budget.
+    #[error("plugin {plugin} did not finish activating within its {limit} budget")]
+    ActivationInterrupted {
+        /// The plugin's name.
+        plugin: String,
+        /// Which limit.
+        limit: &'static str,
+    },
+    /// A grant cannot be applied.
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    /// Host configuration is invalid.
+    #[error("invalid host configuration: {0}")]
+    Config(String),
+    /// The managed output directory cannot be used.
+    #[error("output directory {}: {source}; check it exists and is writable", path.display())]
+    OutputDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The engine failed in a way no plugin caused.
+    #[error("engine error: {0}")]
+    Engine(String),
+}
+
+impl Error {
+    pub(crate) fn engine(e: wasmtime::Error) -> Error {
+        Error::Engine(format!("{e:#}"))
+    }
+}

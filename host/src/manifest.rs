@@ -1,0 +1,281 @@
+//! Plugin manifests (TOML): where the component is and how to run it.
+//!
+//! A manifest describes one plugin; a host config lists several under
+//! `[[plugin]]`. Paths are relative to the manifest's directory. Unknown keys
+//! are errors, reported with their line.
+//!
+//! ```toml
+//! path = "text_tools.wasm"      # the component (required)
+//! name = "text-tools"           # default: the file stem
+//! version = "0.1.0"             # default: a short content hash
+//! samples = "samples.toml"      # sample calls for `toolhost check`
+//!
+//! [config]                      # JSON object passed to activate
+//! greeting = "hi"
+//!
+//! [limits]
+//! fuel = 1_000_000_000
+//! timeout = "5s"                # ms, s, m
+//! memory = "64MiB"              # B, KiB, MiB, GiB
+//! concurrency = 4
+//!
+//! [grants]
+//! dirs = [{ host = "data", guest = "/data", writable = false }]
+//! env = ["LANG", { name = "MODE", value = "test" }]
+//!
+//! [[rules]]                     # permission rules; the last match wins
+//! action = "edit"
+//! resource = "/data/*"
+//! effect = "allow"              # allow | deny | ask
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::budget::Limits;
+use crate::error::LoadError;
+use crate::grants::{DirGrant, EnvGrant, Grants};
+use crate::permission::{Rule, Rules};
+use crate::plugin::PluginOptions;
+
+/// One plugin as a manifest describes it, paths resolved.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// The component.
+    pub path: PathBuf,
+    /// The sample calls file, if any.
+    pub samples: Option<PathBuf>,
+    /// How to load it.
+    pub options: PluginOptions,
+}
+
+/// A host config: several plugins.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    plugin: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    path: PathBuf,
+    name: Option<String>,
+    version: Option<String>,
+    samples: Option<PathBuf>,
+    #[serde(default)]
+    config: Option<toml::Table>,
+    #[serde(default)]
+    limits: LimitsEntry,
+    #[serde(default)]
+    grants: GrantsEntry,
+    #[serde(default)]
+    rules: Vec<Rule>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct LimitsEntry {
+    fuel: Option<u64>,
+    timeout: Option<String>,
+    memory: Option<Size>,
+    concurrency: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct GrantsEntry {
+    #[serde(default)]
+    dirs: Vec<DirGrant>,
+    #[serde(default)]
+    env: Vec<EnvEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum EnvEntry {
+    Name(String),
+    Value { name: String, value: Option<String> },
+}
+
+impl Manifest {
+    /// Reads a manifest or host config: one plugin, or several under
+    /// `[[plugin]]`.
+    pub fn load(path: &Path) -> Result<Vec<Manifest>, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let err = |message: String| LoadError::Manifest {
+            path: path.to_owned(),
+            message,
+        };
+        let parse_err = |e: toml::de::Error| err(e.to_string().trim_end().to_owned());
+        let table: toml::Table = toml::from_str(&text).map_err(parse_err)?;
+        // Parse the text again (not the table) so errors keep their lines.
+        let entries = if table.contains_key("plugin") {
+            toml::from_str::<Config>(&text).map_err(parse_err)?.plugin
+        } else {
+            vec![toml::from_str::<Entry>(&text).map_err(parse_err)?]
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+        if entries.is_empty() {
+            return Err(err(
+                "it names no plugin; add `path = \"plugin.wasm\"` or a [[plugin]] table".into(),
+            ));
+        }
+        entries
+            .into_iter()
+            .map(|e| e.resolve(base).map_err(err))
+            .collect()
+    }
+}
+
+impl Entry {
+    fn resolve(self, base: &Path) -> Result<Manifest, String> {
+        let limits = Limits {
+            fuel: self.limits.fuel,
+            timeout: self
+                .limits
+                .timeout
+                .as_deref()
+                .map(parse_duration)
+                .transpose()?,
+            memory: self
+                .limits
+                .memory
+                .map(|m| match m {
+                    Size::Bytes(b) => Ok(b),
+                    Size::Text(t) => parse_size(&t),
+                })
+                .transpose()?,
+        };
+        let grants = Grants {
+            dirs: self
+                .grants
+                .dirs
+                .into_iter()
+                .map(|d| DirGrant {
+                    host: base.join(d.host),
+                    ..d
+                })
+                .collect(),
+            env: self
+                .grants
+                .env
+                .into_iter()
+                .map(|e| match e {
+                    EnvEntry::Name(name) => EnvGrant { name, value: None },
+                    EnvEntry::Value { name, value } => EnvGrant { name, value },
+                })
+                .collect(),
+        };
+        let config = match self.config {
+            Some(table) => serde_json::to_value(table).map_err(|e| format!("config: {e}"))?,
+            None => Value::Object(Default::default()),
+        };
+        Ok(Manifest {
+            path: base.join(self.path),
+            samples: self.samples.map(|s| base.join(s)),
+            options: PluginOptions {
+                name: self.name,
+                version: self.version,
+                config,
+                limits,
+                concurrency: self.limits.concurrency,
+                grants,
+                rules: Rules(self.rules),
+            },
+        })
+    }
+}
+
+/// Parses `200ms`, `5s`, `2m` (a bare number is milliseconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration; write e.g. 200ms, 5s or 2m"))?;
+    let secs = match unit.trim() {
+        "" | "ms" => n / 1000.0,
+        "s" => n,
+        "m" | "min" => n * 60.0,
+        _ => return Err(format!("`{text}`: unknown unit; use ms, s or m")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{text}` is out of range"))
+}
+
+/// Parses `16MiB`, `512KiB`, `1GiB`, `1000000` (bytes).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size; write e.g. 16MiB, 512KiB or 1GiB"))?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KB" | "KiB" => 1 << 10,
+        "M" | "MB" | "MiB" => 1 << 20,
+        "G" | "GB" | "GiB" => 1 << 30,
+        _ => return Err(format!("`{text}`: unknown unit; use B, KiB, MiB or GiB")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_size("1000").unwrap(), 1000);
+        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, "path = \"a.wasm\"\n\n[limits]\nfule = 3\n").unwrap();
+        let err = Manifest::load(&path).unwrap_err().to_string();
+        assert!(err.contains("fule"), "{err}");
+        assert!(err.contains("line 4"), "{err}");
+    }
+
+    #[test]
+    fn manifest_resolves_paths_relative_to_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(
+            &path,
+            "path = \"a.wasm\"\nsamples = \"s.toml\"\n[limits]\nmemory = \"16MiB\"\ntimeout = \"200ms\"\n[grants]\ndirs = [{ host = \"data\", guest = \"/data\" }]\nenv = [\"LANG\"]\n[[rules]]\naction = \"edit\"\nresource = \"*\"\neffect = \"deny\"\n",
+        )
+        .unwrap();
+        let m = Manifest::load(&path).unwrap().remove(0);
+        assert_eq!(m.path, dir.path().join("a.wasm"));
+        assert_eq!(m.samples, Some(dir.path().join("s.toml")));
+        assert_eq!(m.options.limits.memory, Some(16 << 20));
+        assert_eq!(m.options.grants.dirs[0].host, dir.path().join("data"));
+        assert_eq!(m.options.rules.0.len(), 1);
+    }
+}

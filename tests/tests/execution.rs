@@ -1,0 +1,326 @@
+//! Execution rules R20-R23 with the misbehaving `chaos` plugin: every
+//! failure stays in its kind, and a healthy call succeeds right after each.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolhost::{
+    Budget, Call, CancellationToken, DefectKind, Interruption, Limit, Limits, Outcome,
+    PluginOptions, Settlement, Snapshot,
+};
+use toolhost_tests::{CHAOS, TEXT_TOOLS, builder, context, host, settle};
+
+async fn chaos_snapshot(
+    host: &toolhost::Host,
+    name: &str,
+) -> (Snapshot, Vec<toolhost::Activation>) {
+    let location = host.location(format!("/{name}"));
+    let a = location
+        .load(CHAOS, &PluginOptions::default())
+        .await
+        .unwrap();
+    let b = location
+        .load(TEXT_TOOLS, &PluginOptions::default())
+        .await
+        .unwrap();
+    (location.snapshot(), vec![a, b])
+}
+
+async fn healthy(snapshot: &Snapshot) {
+    let s = settle(snapshot, "echo", json!({"message": "still fine"})).await;
+    assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+}
+
+fn defect(s: &Settlement) -> &toolhost::Defect {
+    match &s.outcome {
+        Outcome::Defect {
+            defect: Some(d), ..
+        } => d,
+        other => panic!("expected a defect, got {other:?}"),
+    }
+}
+
+async fn call_with(
+    snapshot: &Snapshot,
+    tool: &str,
+    input: serde_json::Value,
+    limits: Limits,
+) -> Settlement {
+    snapshot
+        .settle(Call::new(tool, input.to_string(), context(tool)).with_limits(limits))
+        .await
+}
+
+#[tokio::test]
+async fn r20_failures_defects_and_interruptions_stay_distinct() {
+    let (host, _out) = host();
+    let (snapshot, _a) = chaos_snapshot(&host, "r20").await;
+
+    let s = settle(&snapshot, "fail", json!({"message": "expected failure"})).await;
+    assert_eq!(s.outcome.status(), "error");
+    healthy(&snapshot).await;
+
+    let s = settle(&snapshot, "panic", json!({})).await;
+    let d = defect(&s);
+    assert_eq!(d.plugin, "chaos");
+    assert!(d.version.starts_with("blake3:"));
+    assert_eq!(d.tool, "panic");
+    assert_eq!(d.kind, DefectKind::Panic("chaos: deliberate panic".into()));
+    let message = s.outcome_message();
+    assert!(
+        message.contains("chaos") && message.contains("`panic`"),
+        "{message}"
+    );
+    healthy(&snapshot).await;
+
+    let s = settle(&snapshot, "recurse", json!({"depth": 100_000_000})).await;
+    assert_eq!(defect(&s).kind, DefectKind::StackOverflow);
+    healthy(&snapshot).await;
+
+    let s = call_with(
+        &snapshot,
+        "spin_forever",
+        json!({}),
+        Limits {
+            timeout: Some(Duration::from_millis(100)),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        s.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Deadline
+        }
+    );
+    healthy(&snapshot).await;
+
+    let s = settle(&snapshot, "register_late", json!({})).await;
+    match &s.outcome {
+        Outcome::Completed(c) => assert!(
+            format!("{:?}", c.content).contains("not-activating")
+                || format!("{:?}", c.content).contains("NotActivating"),
+            "{:?}",
+            c.content
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+trait OutcomeMessage {
+    fn outcome_message(&self) -> String;
+}
+
+impl OutcomeMessage for Settlement {
+    fn outcome_message(&self) -> String {
+        match &self.outcome {
+            Outcome::Defect { message, .. } | Outcome::Error { message, .. } => message.clone(),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r21_every_call_runs_in_a_fresh_instance() {
+    let (host, _out) = host();
+    let (snapshot, _a) = chaos_snapshot(&host, "r21").await;
+    // A process-global counter in the guest: 1 every time, sequentially...
+    for _ in 0..3 {
+        let s = settle(&snapshot, "counter", json!({})).await;
+        match &s.outcome {
+            Outcome::Completed(c) => assert_eq!(c.output, Some(json!({"count": 1}))),
+            other => panic!("{other:?}"),
+        }
+    }
+    // ...and concurrently, across worker threads.
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let snapshot = snapshot.clone();
+        calls.spawn(async move { settle(&snapshot, "counter", json!({})).await });
+    }
+    while let Some(s) = calls.join_next().await {
+        match &s.unwrap().outcome {
+            Outcome::Completed(c) => assert_eq!(c.output, Some(json!({"count": 1}))),
+            other => panic!("{other:?}"),
+        }
+    }
+    // A trapped call's instance is discarded; the next call is clean.
+    let s = settle(&snapshot, "panic", json!({})).await;
+    assert_eq!(s.outcome.status(), "defect");
+    let s = settle(&snapshot, "counter", json!({})).await;
+    assert_eq!(s.outcome.status(), "completed");
+}
+
+#[tokio::test]
+async fn r22_cancellation_stops_an_infinite_loop_promptly() {
+    let (host, _out) = host();
+    let (snapshot, _a) = chaos_snapshot(&host, "r22").await;
+    let token = CancellationToken::new();
+    let call = Call::new("spin_forever", "{}", context("spin")).with_cancel(token.clone());
+    let running = tokio::spawn({
+        let snapshot = snapshot.clone();
+        async move { snapshot.settle(call).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let cancelled_at = Instant::now();
+    token.cancel();
+    let s = running.await.unwrap();
+    let latency = cancelled_at.elapsed();
+    assert_eq!(
+        s.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Cancelled
+        }
+    );
+    assert!(s.usage.fuel_used > 0, "the guest really ran");
+    // Generous bound for a loaded CI machine; the benchmark measures it.
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+    healthy(&snapshot).await;
+
+    // Dropping the settle future also stops the guest.
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(100),
+        settle(&snapshot, "spin_forever", json!({})),
+    )
+    .await;
+    assert!(dropped.is_err());
+    healthy(&snapshot).await;
+}
+
+#[tokio::test]
+async fn r23_budgets_trip_and_every_outcome_reports_usage() {
+    let (host, _out) = host();
+    let (snapshot, _a) = chaos_snapshot(&host, "r23").await;
+
+    let s = call_with(
+        &snapshot,
+        "spin_forever",
+        json!({}),
+        Limits {
+            fuel: Some(5_000_000),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        s.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Fuel
+        }
+    );
+    assert_eq!(s.usage.tripped, Some(Limit::Fuel));
+    assert!(s.usage.fuel_used >= 5_000_000, "{}", s.usage.fuel_used);
+    healthy(&snapshot).await;
+
+    let s = call_with(
+        &snapshot,
+        "spin_forever",
+        json!({}),
+        Limits {
+            timeout: Some(Duration::from_millis(200)),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(s.usage.tripped, Some(Limit::Deadline));
+    assert!(s.usage.wall_time >= Duration::from_millis(200));
+    assert!(
+        s.usage.wall_time < Duration::from_secs(2),
+        "{:?}",
+        s.usage.wall_time
+    );
+    healthy(&snapshot).await;
+
+    let s = call_with(
+        &snapshot,
+        "allocate",
+        json!({"mib": 64}),
+        Limits {
+            memory: Some(16 << 20),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(defect(&s).kind, DefectKind::MemoryLimit(16 << 20));
+    assert_eq!(s.usage.tripped, Some(Limit::Memory));
+    assert!(s.usage.peak_memory <= 16 << 20);
+    assert!(
+        s.outcome_message().contains("memory limit of 16 MiB"),
+        "{}",
+        s.outcome_message()
+    );
+    healthy(&snapshot).await;
+
+    let s = call_with(
+        &snapshot,
+        "allocate",
+        json!({"mib": 8}),
+        Limits {
+            memory: Some(64 << 20),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+    assert!(s.usage.peak_memory >= 8 << 20, "{}", s.usage.peak_memory);
+    assert!(s.usage.fuel_used > 0);
+    assert!(s.usage.wall_time > Duration::ZERO);
+    assert_eq!(s.usage.tripped, None);
+}
+
+#[tokio::test]
+async fn r23_concurrency_limit_queues_calls_instead_of_running_them_all() {
+    let outputs = tempfile::tempdir().unwrap();
+    let host = builder(&outputs).concurrency(1).build().unwrap();
+    let location = host.location("/r23-queue");
+    let _a = location
+        .load(CHAOS, &PluginOptions::default())
+        .await
+        .unwrap();
+    let snapshot = location.snapshot();
+    // With one slot, a spinning call holds it; a second call waits in line
+    // and its deadline (from the start of execution) has not begun.
+    let spin = Limits {
+        timeout: Some(Duration::from_millis(300)),
+        ..Default::default()
+    };
+    let start = Instant::now();
+    let (a, b) = tokio::join!(
+        call_with(&snapshot, "spin_forever", json!({}), spin),
+        call_with(&snapshot, "spin_forever", json!({}), spin),
+    );
+    assert_eq!(a.usage.tripped, Some(Limit::Deadline));
+    assert_eq!(b.usage.tripped, Some(Limit::Deadline));
+    assert!(
+        start.elapsed() >= Duration::from_millis(600),
+        "ran one after the other: {:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn plugin_budget_applies_to_its_calls() {
+    let outputs = tempfile::tempdir().unwrap();
+    let host = builder(&outputs)
+        .budget(Budget {
+            timeout: Duration::from_millis(150),
+            ..Budget::default()
+        })
+        .build()
+        .unwrap();
+    let location = host.location("/budget");
+    let options = PluginOptions {
+        limits: Limits {
+            fuel: Some(2_000_000),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let _a = location.load(CHAOS, &options).await.unwrap();
+    let s = settle(&location.snapshot(), "spin_forever", json!({})).await;
+    assert_eq!(
+        s.usage.tripped,
+        Some(Limit::Fuel),
+        "the plugin's fuel limit is lower than the host deadline"
+    );
+}

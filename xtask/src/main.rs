@@ -1,0 +1,94 @@
+//! Project tasks: `cargo xtask demo` builds the example plugins and calls a
+//! tool through the `toolhost` CLI; `cargo xtask plugins` only builds them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result, bail};
+
+fn main() -> ExitCode {
+    let task = std::env::args().nth(1);
+    let result = match task.as_deref() {
+        Some("demo") => demo(),
+        Some("plugins") => build_plugins().map(|_| ()),
+        _ => {
+            eprintln!(
+                "usage: cargo xtask <demo|plugins>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_owned()
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Builds the example plugins exactly as the tests' build script does.
+fn build_plugins() -> Result<PathBuf> {
+    let root = root();
+    let target = root.join("target").join("plugins");
+    eprintln!("building the example plugins (wasm32-wasip2, release)...");
+    run(cargo()
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--manifest-path",
+        ])
+        .arg(root.join("example-plugins/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target))
+    .context("is the wasm32-wasip2 target installed? Run `rustup target add wasm32-wasip2`")?;
+    Ok(target.join("wasm32-wasip2/release"))
+}
+
+fn demo() -> Result<()> {
+    let plugins = build_plugins()?;
+    let text_tools = plugins.join("text_tools.wasm");
+    let toolhost = |args: &[&str]| {
+        let mut cmd = cargo();
+        cmd.args(["run", "--quiet", "--package", "toolhost", "--"])
+            .args(args);
+        cmd
+    };
+    let text_tools = text_tools.to_str().context("non-UTF-8 path")?;
+    eprintln!("\n$ toolhost list {text_tools}");
+    run(&mut toolhost(&["list", text_tools]))?;
+    eprintln!(
+        "\n$ toolhost call {text_tools} echo --input '{{\"message\":\"hello from a wasm tool\"}}'"
+    );
+    run(&mut toolhost(&[
+        "call",
+        text_tools,
+        "echo",
+        "--input",
+        r#"{"message":"hello from a wasm tool"}"#,
+    ]))?;
+    Ok(())
+}
