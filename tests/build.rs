@@ -14,6 +14,8 @@ const PLUGINS: &[&str] = &[
     "fs_tools",
     "search_one",
     "search_two",
+    "other_world",
+    "future_version",
 ];
 
 fn main() {

@@ -155,7 +155,7 @@ pub fn activate<P: Plugin>(tools: &[ToolEntry], config: &str) -> Result<(), Stri
     let definitions: Vec<ToolDefinition> = tools.iter().map(ToolEntry::definition).collect();
     let registration =
         registry::register(&definitions).map_err(|error| registration_error(tools, &error))?;
-    // Cannot be taken: the check above runs in this same single-threaded instance.
+    // Cannot fail: checked above, and an instance runs one export at a time.
     let _ = REGISTRATION.set(registration);
     Ok(())
 }

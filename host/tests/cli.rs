@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use toolhost_tests::{BULK_OUTPUT, CHAOS, FS_TOOLS, SEARCH_ONE, SEARCH_TWO, TEXT_TOOLS};
+use toolhost_tests::{
+    BULK_OUTPUT, CHAOS, FS_TOOLS, FUTURE_VERSION, OTHER_WORLD, SEARCH_ONE, SEARCH_TWO, TEXT_TOOLS,
+};
 
 /// Runs `toolhost` with a private compile cache and output directory.
 fn toolhost(args: &[&str], dirs: &tempfile::TempDir) -> Output {
@@ -149,6 +151,11 @@ fn bad_plugin_files_are_one_line_usage_errors() {
             "is a core WebAssembly module, not a component",
         ),
         (empty_component.as_path(), "is not a Toolhost plugin"),
+        (Path::new(OTHER_WORLD), "is not a Toolhost plugin"),
+        (
+            Path::new(FUTURE_VERSION),
+            "was built for toolhost:plugin/plugin@0.2.0",
+        ),
     ];
     for (path, expected) in cases {
         let (code, stdout, stderr) = run(&["list", path.to_str().unwrap()]);
@@ -324,4 +331,81 @@ fn writes_needing_permission_are_denied_unless_allowed() {
         "--yes",
     ]);
     assert_eq!(code, 1);
+}
+
+/// The example plugins' manifests, relative to the workspace root.
+fn example_manifests() -> Vec<std::path::PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    [
+        "text-tools",
+        "bulk-output",
+        "chaos",
+        "fs-tools",
+        "fixtures/search-one",
+        "fixtures/search-two",
+    ]
+    .iter()
+    .map(|p| root.join("example-plugins").join(p).join("toolhost.toml"))
+    .collect()
+}
+
+#[test]
+fn check_passes_on_every_example_plugin() {
+    let manifests = example_manifests();
+    let args: Vec<&str> = std::iter::once("check")
+        .chain(manifests.iter().map(|m| m.to_str().unwrap()))
+        .collect();
+    let (code, stdout, stderr) = run(&args);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+    assert!(
+        stdout.contains("ok   text-tools: echo returns the message"),
+        "{stdout}"
+    );
+    assert!(stdout.trim_end().ends_with(" passed, 0 failed"), "{stdout}");
+}
+
+#[test]
+fn check_fails_clearly_on_a_sample_expecting_the_wrong_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples.toml");
+    std::fs::write(
+        &samples,
+        "[[sample]]\nname = \"echo is wrongly expected to fail\"\ntool = \"echo\"\ninput = { message = \"hi\" }\nstatus = \"error\"\n\n[[sample]]\nname = \"echo output\"\ntool = \"echo\"\ninput = { message = \"hi\" }\nstatus = \"completed\"\noutput = { message = \"bye\" }\n",
+    )
+    .unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!("path = {TEXT_TOOLS:?}\nsamples = \"samples.toml\"\n"),
+    )
+    .unwrap();
+    let (code, stdout, _) = run(&["check", manifest.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("FAIL text_tools: echo is wrongly expected to fail: expected status error, got completed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#"FAIL text_tools: echo output: expected output {"message":"bye"}, got {"message":"hi"}"#),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 passed, 2 failed"), "{stdout}");
+}
+
+#[test]
+fn manifests_with_unknown_keys_are_usage_errors_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!("path = {TEXT_TOOLS:?}\n[limits]\ntimeuot = \"1s\"\n"),
+    )
+    .unwrap();
+    let (code, _, stderr) = run(&["list", manifest.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("timeuot") && stderr.contains("line 3"),
+        "{stderr}"
+    );
 }

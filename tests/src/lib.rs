@@ -17,6 +17,10 @@ pub const FS_TOOLS: &str = env!("PLUGIN_FS_TOOLS");
 pub const SEARCH_ONE: &str = env!("PLUGIN_SEARCH_ONE");
 /// Registers `search` answering {"source": "two"}.
 pub const SEARCH_TWO: &str = env!("PLUGIN_SEARCH_TWO");
+/// A valid component of another world (a greeter).
+pub const OTHER_WORLD: &str = env!("PLUGIN_OTHER_WORLD");
+/// A plugin built against toolhost:plugin@0.2.0.
+pub const FUTURE_VERSION: &str = env!("PLUGIN_FUTURE_VERSION");
 
 /// A host builder for tests: outputs in a fresh temporary directory, no
 /// compile cache.

@@ -405,6 +405,45 @@ impl Tool for Ask {
     }
 }
 
+/// The arguments of `compute`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "toolhost_sdk::serde")]
+#[schemars(crate = "toolhost_sdk::schemars")]
+pub struct ComputeInput {
+    /// How many rounds of arithmetic to do.
+    pub iterations: u64,
+}
+
+/// The result of `compute`.
+#[derive(Serialize, JsonSchema)]
+#[serde(crate = "toolhost_sdk::serde")]
+#[schemars(crate = "toolhost_sdk::schemars")]
+pub struct ComputeOutput {
+    /// A checksum of the work, so it cannot be optimized away.
+    pub checksum: u64,
+}
+
+/// A pure compute loop: the benchmark of fuel metering's cost.
+pub struct Compute;
+
+impl Tool for Compute {
+    const NAME: &'static str = "compute";
+    const DESCRIPTION: &'static str = "Do `iterations` rounds of integer arithmetic.";
+    type Input = ComputeInput;
+    type Output = ComputeOutput;
+
+    fn execute(input: ComputeInput, _cx: &Context) -> ToolResult<ComputeOutput> {
+        // An xorshift step per round: cheap, data-dependent, not vectorizable.
+        let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
+        for _ in 0..input.iterations {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        Ok(Response::new(ComputeOutput { checksum: x }))
+    }
+}
+
 toolhost_sdk::plugin!([
     SpinForever,
     Allocate,
@@ -421,4 +460,5 @@ toolhost_sdk::plugin!([
     MediaTool,
     NoContent,
     Ask,
+    Compute,
 ]);

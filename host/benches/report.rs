@@ -1,0 +1,273 @@
+//! The performance report: every ratio of docs/performance.md, measured in
+//! one run on this machine. `cargo bench -p toolhost --bench report`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolhost::bench_support::Warm;
+use toolhost::{
+    Call, CallContext, CancellationToken, Host, Outcome, PluginOptions, Snapshot, Tool,
+    ToolResponse,
+};
+use toolhost_tests::{CHAOS, TEXT_TOOLS};
+
+const ECHO_INPUT: &str = r#"{"message":"hello"}"#;
+
+fn context() -> CallContext {
+    CallContext {
+        session_id: "bench".into(),
+        agent: "bench".into(),
+        message_id: "bench".into(),
+        call_id: "bench".into(),
+    }
+}
+
+fn native_echo() -> Tool {
+    Tool::native(
+        "echo",
+        json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+        Some(json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]})),
+        |input, _| async move {
+            Ok(ToolResponse {
+                content: Some(vec![toolhost::ContentPart::text(input["message"].as_str().unwrap_or_default())]),
+                output: Some(input),
+                metadata: None,
+            })
+        },
+    )
+    .unwrap()
+}
+
+struct Stats {
+    median: Duration,
+    mean: Duration,
+}
+
+fn stats(mut samples: Vec<Duration>) -> Stats {
+    samples.sort();
+    let total: Duration = samples.iter().sum();
+    Stats {
+        median: samples[samples.len() / 2],
+        mean: total / samples.len() as u32,
+    }
+}
+
+async fn settle_latency(snapshot: &Snapshot, tool: &str, n: usize) -> Stats {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        let s = snapshot
+            .settle(Call::new(tool, ECHO_INPUT, context()))
+            .await;
+        samples.push(start.elapsed());
+        assert!(
+            matches!(s.outcome, Outcome::Completed(_)),
+            "{:?}",
+            s.outcome
+        );
+    }
+    stats(samples)
+}
+
+/// Settled echo calls per second with `workers` runtime threads and many
+/// calls in flight.
+fn throughput(snapshot: &Snapshot, workers: usize, calls: usize) -> f64 {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let start = Instant::now();
+        let per_task = calls / 64;
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..64 {
+            let snapshot = snapshot.clone();
+            set.spawn(async move {
+                for _ in 0..per_task {
+                    snapshot
+                        .settle(Call::new("echo", ECHO_INPUT, context()))
+                        .await;
+                }
+            });
+        }
+        while set.join_next().await.is_some() {}
+        (per_task * 64) as f64 / start.elapsed().as_secs_f64()
+    })
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.2} µs", d.as_secs_f64() * 1e6)
+}
+
+fn main() {
+    let outputs = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let host = Host::builder()
+        .output_dir(outputs.path())
+        .concurrency(256)
+        .build()
+        .unwrap();
+    let location = host.location("/bench");
+    let (snapshot, _activations) = rt.block_on(async {
+        let a = location
+            .load(TEXT_TOOLS, &PluginOptions::default())
+            .await
+            .unwrap();
+        let b = location
+            .load(CHAOS, &PluginOptions::default())
+            .await
+            .unwrap();
+        (location.snapshot(), vec![a, b])
+    });
+    let native_location = host.location("/bench-native");
+    let _native = native_location.register([("echo", native_echo())]).unwrap();
+    let native = native_location.snapshot();
+
+    println!(
+        "Toolhost performance report ({} logical CPUs)\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    // 1. Settled echo: wasm (fresh isolated instance, both schemas, bounding) vs native.
+    let (wasm, nat) = rt.block_on(async {
+        settle_latency(&snapshot, "echo", 2_000).await; // warm-up
+        settle_latency(&native, "echo", 2_000).await;
+        (
+            settle_latency(&snapshot, "echo", 20_000).await,
+            settle_latency(&native, "echo", 20_000).await,
+        )
+    });
+    println!(
+        "settled echo, wasm (fresh instance)   median {}  mean {}",
+        micros(wasm.median),
+        micros(wasm.mean)
+    );
+    println!(
+        "settled echo, native                  median {}  mean {}",
+        micros(nat.median),
+        micros(nat.mean)
+    );
+    println!(
+        "  ratio wasm / native (goal <= 10x):  {:.1}x",
+        wasm.median.as_secs_f64() / nat.median.as_secs_f64()
+    );
+    println!(
+        "  goal: wasm median <= 20 µs:         {}",
+        if wasm.median <= Duration::from_micros(20) {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+
+    // 2. Fresh vs warm instance: the isolation tax.
+    let warm = rt.block_on(async {
+        let mut warm = Warm::new(Path::new(TEXT_TOOLS), true).await.unwrap();
+        warm.calls("echo", ECHO_INPUT, 2_000).await.unwrap();
+        warm.calls("echo", ECHO_INPUT, 20_000).await.unwrap() / 20_000
+    });
+    println!(
+        "\nwarm-instance echo (no settlement)    mean {}",
+        micros(warm)
+    );
+    println!(
+        "  ratio settled fresh / warm:         {:.1}x",
+        wasm.mean.as_secs_f64() / warm.as_secs_f64()
+    );
+
+    // 3. Fuel-metered vs unmetered compute loop.
+    let compute = r#"{"iterations":20000000}"#;
+    let (metered, unmetered) = rt.block_on(async {
+        let mut m = Warm::new(Path::new(CHAOS), true).await.unwrap();
+        let mut u = Warm::new(Path::new(CHAOS), false).await.unwrap();
+        m.calls("compute", compute, 1).await.unwrap();
+        u.calls("compute", compute, 1).await.unwrap();
+        let mut ms = Vec::new();
+        let mut us = Vec::new();
+        for _ in 0..5 {
+            ms.push(m.calls("compute", compute, 1).await.unwrap());
+            us.push(u.calls("compute", compute, 1).await.unwrap());
+        }
+        (stats(ms).median, stats(us).median)
+    });
+    println!(
+        "\ncompute loop, fuel-metered            median {:.2} ms",
+        metered.as_secs_f64() * 1e3
+    );
+    println!(
+        "compute loop, unmetered               median {:.2} ms",
+        unmetered.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ratio metered / unmetered (goal <= 1.15x): {:.3}x",
+        metered.as_secs_f64() / unmetered.as_secs_f64()
+    );
+
+    // 4. Cancel-to-interrupted latency of a spinning guest.
+    let latency = rt.block_on(async {
+        let mut samples = Vec::new();
+        for _ in 0..30 {
+            let token = CancellationToken::new();
+            let call = Call::new("spin_forever", "{}", context()).with_cancel(token.clone());
+            let snap = snapshot.clone();
+            let task = tokio::spawn(async move { snap.settle(call).await });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let start = Instant::now();
+            token.cancel();
+            let s = task.await.unwrap();
+            samples.push(start.elapsed());
+            assert!(matches!(s.outcome, Outcome::Interrupted { .. }));
+        }
+        stats(samples)
+    });
+    println!(
+        "\ncancel -> interrupted                 median {}  mean {}  (goal < 1 ms)",
+        micros(latency.median),
+        micros(latency.mean)
+    );
+
+    // 5. Two workers vs one.
+    let one = throughput(&snapshot, 1, 40_000);
+    let two = throughput(&snapshot, 2, 40_000);
+    println!("\nsettled echo throughput, 1 worker     {one:.0} calls/s");
+    println!("settled echo throughput, 2 workers    {two:.0} calls/s  (goal >= 150k/s)");
+    println!("  ratio 2 workers / 1 (goal >= 1.8x): {:.2}x", two / one);
+
+    // 6. Cached load vs first compile.
+    let cached_host = Host::builder()
+        .output_dir(outputs.path())
+        .cache_dir(cache.path())
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let first = cached_host.load(TEXT_TOOLS).unwrap();
+    let compile = start.elapsed();
+    assert!(!first.info().from_cache);
+    let mut loads = Vec::new();
+    for _ in 0..20 {
+        let start = Instant::now();
+        let p = cached_host.load(TEXT_TOOLS).unwrap();
+        loads.push(start.elapsed());
+        assert!(p.info().from_cache);
+    }
+    let cached = stats(loads).median;
+    println!(
+        "\nplugin load, first compile            {:.2} ms",
+        compile.as_secs_f64() * 1e3
+    );
+    println!(
+        "plugin load, from the compile cache   {:.3} ms",
+        cached.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ratio compile / cached (goal >= 100x): {:.0}x",
+        compile.as_secs_f64() / cached.as_secs_f64()
+    );
+}
