@@ -136,13 +136,21 @@ fn main() {
     );
 
     // 1. Settled echo: wasm (fresh isolated instance, both schemas, bounding) vs native.
-    let (wasm, nat) = rt.block_on(async {
-        settle_latency(&snapshot, "echo", 2_000).await; // warm-up
-        settle_latency(&native, "echo", 2_000).await;
-        (
-            settle_latency(&snapshot, "echo", 20_000).await,
-            settle_latency(&native, "echo", 20_000).await,
-        )
+    // Measured in a task on the runtime's worker, where embedders settle.
+    let (wasm, nat) = rt.block_on({
+        let (snapshot, native) = (snapshot.clone(), native.clone());
+        async move {
+            tokio::spawn(async move {
+                settle_latency(&snapshot, "echo", 2_000).await; // warm-up
+                settle_latency(&native, "echo", 2_000).await;
+                (
+                    settle_latency(&snapshot, "echo", 20_000).await,
+                    settle_latency(&native, "echo", 20_000).await,
+                )
+            })
+            .await
+            .unwrap()
+        }
     });
     println!(
         "settled echo, wasm (fresh instance)   median {}  mean {}",
@@ -173,9 +181,28 @@ fn main() {
         warm.calls("echo", ECHO_INPUT, 2_000).await.unwrap();
         warm.calls("echo", ECHO_INPUT, 20_000).await.unwrap() / 20_000
     });
+    let fresh = rt.block_on(async {
+        let plugin = host.load(TEXT_TOOLS).unwrap();
+        let n = 20_000;
+        toolhost::bench_support::fresh_calls(&plugin, "echo", ECHO_INPUT, 2_000)
+            .await
+            .unwrap();
+        toolhost::bench_support::fresh_calls(&plugin, "echo", ECHO_INPUT, n)
+            .await
+            .unwrap()
+            / n as u32
+    });
     println!(
-        "\nwarm-instance echo (no settlement)    mean {}",
+        "\nfresh-instance echo (no settlement)   mean {}",
+        micros(fresh)
+    );
+    println!(
+        "warm-instance echo (no settlement)    mean {}",
         micros(warm)
+    );
+    println!(
+        "  ratio fresh / warm (isolation tax): {:.1}x",
+        fresh.as_secs_f64() / warm.as_secs_f64()
     );
     println!(
         "  ratio settled fresh / warm:         {:.1}x",

@@ -92,3 +92,37 @@ impl Warm {
         Ok(start.elapsed())
     }
 }
+
+/// Calls `tool` `n` times, each in a fresh instance of `plugin` exactly as
+/// settlement runs wasm calls, but without settlement; returns the total time.
+pub async fn fresh_calls(
+    plugin: &crate::Plugin,
+    tool: &str,
+    input: &str,
+    n: u64,
+) -> wasmtime::Result<Duration> {
+    let code = &plugin.code;
+    let cx = context();
+    let start = Instant::now();
+    for _ in 0..n {
+        let progress = crate::events::Progress::new(Default::default(), tool.into(), None);
+        let state = crate::imports::call::CallState {
+            context: Default::default(),
+            tool: tool.into(),
+            progress,
+            policy: code.policy.clone(),
+        };
+        let mut store =
+            crate::store::new_store(code, &code.budget, crate::store::Role::Call(state))
+                .map_err(|e| wasmtime::format_err!("{e}"))?;
+        let instance = code.pre.instantiate_async(&mut store).await?;
+        let r = instance
+            .toolhost_plugin_plugin()
+            .call_execute(&mut store, tool, input, &cx)
+            .await?;
+        if r.is_err() {
+            wasmtime::bail!("{tool} failed in the benchmark");
+        }
+    }
+    Ok(start.elapsed())
+}

@@ -130,9 +130,7 @@ impl OutputStore {
                 .map(|m| now.duration_since(m.into_std()).unwrap_or_default() > max_age)
                 .unwrap_or(false);
             let name = entry.file_name();
-            let ours = name
-                .to_str()
-                .is_some_and(|n| n.ends_with(".txt") || n.ends_with(".tmp"));
+            let ours = name.to_str().is_some_and(is_retained_name);
             if old && ours {
                 self.dir.remove_file(&name)?;
                 removed += 1;
@@ -141,6 +139,17 @@ impl OutputStore {
         Ok(removed)
     }
 }
+
+/// Whether a file name is one this store writes: `<id>.txt` or `.<id>.tmp`.
+fn is_retained_name(name: &str) -> bool {
+    let id = name
+        .strip_suffix(".txt")
+        .or_else(|| name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")));
+    id.is_some_and(|id| id.len() == ID_LEN && id.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Hex digits in an output id: 128 bits, unguessable and collision-free.
+const ID_LEN: usize = 32;
 
 fn unique_id(len: usize) -> String {
     let mut h = blake3::Hasher::new();
@@ -152,7 +161,7 @@ fn unique_id(len: usize) -> String {
     h.update(&NEXT_OUTPUT.fetch_add(1, Ordering::Relaxed).to_le_bytes());
     h.update(&std::process::id().to_le_bytes());
     h.update(&len.to_le_bytes());
-    h.finalize().to_hex()[..32].to_owned()
+    h.finalize().to_hex()[..ID_LEN].to_owned()
 }
 
 /// Counts lines: line breaks, plus one for a final line without a break.

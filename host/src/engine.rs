@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::budget::MAX_MEMORY;
 use crate::error::Error;
@@ -20,6 +20,17 @@ pub const POOL_INSTANCES: u32 = 1000;
 /// Core instances per component instance the pool allows on average; Rust
 /// wasip2 components have a handful (main module plus shims).
 const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
+
+/// Bytes of each linear memory kept resident between instances: a slot's
+/// dirty pages up to this size are reset with `memset` (found with the
+/// PAGEMAP_SCAN ioctl where the kernel has it) instead of being unmapped, so
+/// the next call takes no page faults; this cut a fresh-instance echo from
+/// ~85 µs to ~25 µs. Small, because warm slots keep it resident: a typical
+/// tool's working set fits; calls that dirty more are reset with `madvise`.
+const MEMORY_KEEP_RESIDENT: usize = 2 << 20;
+
+/// Bytes of each table kept resident between instances, as above.
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
 /// Magic prefix of cache files, so foreign files are rejected at once.
 const CACHE_MAGIC: &[u8; 8] = b"THCACHE1";
@@ -39,7 +50,10 @@ impl Runtime {
             .total_memories(POOL_INSTANCES)
             .total_tables(POOL_INSTANCES * CORE_INSTANCES_PER_COMPONENT)
             .total_stacks(POOL_INSTANCES)
-            .max_memory_size(MAX_MEMORY as usize);
+            .max_memory_size(MAX_MEMORY as usize)
+            .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
+            .table_keep_resident(TABLE_KEEP_RESIDENT)
+            .pagemap_scan(Enabled::Auto);
         let mut config = Config::new();
         config
             .consume_fuel(true)

@@ -2,7 +2,11 @@
 //! so cancellation and deadlines stop even a spinning guest (R22), budgets
 //! and usage (R23), and the three kinds of failure kept apart (R20).
 
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
 use std::time::Instant;
+
+use futures_util::FutureExt as _;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -88,21 +92,19 @@ pub(crate) async fn execute(tool: &Tool, inv: Invocation<'_>) -> Execution {
                 call: inv.context.clone(),
                 progress: inv.progress.clone(),
             };
-            // A task of its own: a panicking native tool becomes a defect,
-            // and cancellation aborts it.
-            let task = tokio::spawn(f(inv.input, cx));
-            let abort = task.abort_handle();
+            // A panicking native tool becomes a defect, not a crashed host;
+            // cancellation and the deadline drop its future.
+            let run = AssertUnwindSafe(f(inv.input, cx)).catch_unwind();
             let result = tokio::select! {
                 biased;
                 () = inv.cancel.cancelled() => Executed::Interrupted(Interruption::Cancelled),
                 () = tokio::time::sleep(inv.budget.timeout) => Executed::Interrupted(Interruption::Deadline),
-                joined = task => match joined {
+                finished = run => match finished {
                     Ok(Ok(r)) => Executed::Response(r),
                     Ok(Err(f)) => Executed::Failure(f),
-                    Err(e) => Executed::Defect(DefectKind::Panic(panic_text(e))),
+                    Err(panic) => Executed::Defect(DefectKind::Panic(panic_text(panic.as_ref()))),
                 },
             };
-            abort.abort();
             let tripped = matches!(result, Executed::Interrupted(Interruption::Deadline))
                 .then_some(Limit::Deadline);
             Execution {
@@ -119,15 +121,12 @@ pub(crate) async fn execute(tool: &Tool, inv: Invocation<'_>) -> Execution {
     }
 }
 
-fn panic_text(e: tokio::task::JoinError) -> String {
-    match e.try_into_panic() {
-        Ok(p) => p
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "native tool panicked".into()),
-        Err(e) => e.to_string(),
-    }
+fn panic_text(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "native tool panicked".into())
 }
 
 async fn execute_wasm(wasm: &WasmTool, inv: Invocation<'_>) -> Execution {

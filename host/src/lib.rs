@@ -9,21 +9,34 @@
 //! deadline and memory budgets, bounds what reaches the model (retaining the
 //! full output), and reports progress and outcomes to an [`EventSink`].
 //!
-//! ```no_run
-//! use toolhost::{Call, CallContext, Host, PluginOptions};
+//! # Example
 //!
-//! # async fn run() -> Result<(), toolhost::Error> {
-//! let host = Host::builder().build()?;
+//! A native Rust tool and a wasm tool are the same [`Tool`] value; this
+//! example registers a native one so it runs anywhere:
+//!
+//! ```
+//! use serde_json::json;
+//! use toolhost::{Call, CallContext, Host, Outcome, Tool, ToolResponse};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let outputs = tempfile::tempdir()?;
+//! let host = Host::builder().output_dir(outputs.path()).build()?;
 //! let location = host.location("/work/project");
-//! let _activation = location
-//!     .load("text_tools.wasm", &PluginOptions::default())
-//!     .await?;
+//!
+//! let schema = json!({
+//!     "type": "object",
+//!     "properties": {"message": {"type": "string"}},
+//!     "required": ["message"]
+//! });
+//! let echo = Tool::native("Echo the message", schema, None, |input, _cx| async move {
+//!     Ok(ToolResponse { output: Some(input["message"].clone()), ..Default::default() })
+//! })?;
+//! let _registration = location.register([("echo", echo)])?;
 //!
 //! // One snapshot per model request: advertise its definitions...
 //! let snapshot = location.snapshot();
-//! for definition in snapshot.definitions() {
-//!     println!("{}: {}", definition.name, definition.description);
-//! }
+//! assert_eq!(snapshot.definitions()[0].name, "echo");
 //!
 //! // ...and settle the model's calls against it.
 //! let context = CallContext {
@@ -33,9 +46,26 @@
 //!     call_id: "call_1".into(),
 //! };
 //! let settlement = snapshot
-//!     .settle(Call::new("echo", r#"{"message":"hi"}"#, context))
+//!     .settle(Call::new("echo", r#"{"message":"hi"}"#, context.clone()))
 //!     .await;
-//! println!("{}", settlement.outcome.status());
+//! assert!(matches!(settlement.outcome, Outcome::Completed(_)));
+//!
+//! // Invalid input never runs the tool; the model gets an actionable error.
+//! let settlement = snapshot.settle(Call::new("echo", "{}", context)).await;
+//! assert_eq!(settlement.outcome.status(), "error");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Loading a plugin is one more call; its tools then appear in snapshots:
+//!
+//! ```no_run
+//! # async fn run(location: toolhost::Location) -> Result<(), toolhost::Error> {
+//! use toolhost::PluginOptions;
+//!
+//! let activation = location.load("text_tools.wasm", &PluginOptions::default()).await?;
+//! // ... snapshots now include echo, word_count, regex_search ...
+//! activation.unload(); // closes every registration it made
 //! # Ok(())
 //! # }
 //! ```

@@ -278,4 +278,23 @@ mod tests {
         assert_eq!(m.options.grants.dirs[0].host, dir.path().join("data"));
         assert_eq!(m.options.rules.0.len(), 1);
     }
+
+    #[test]
+    fn a_host_config_lists_several_plugins() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.toml");
+        std::fs::write(
+            &path,
+            "[[plugin]]\npath = \"a.wasm\"\n[plugin.config]\nmode = \"fast\"\n\n[[plugin]]\npath = \"b.wasm\"\nname = \"bee\"\n[plugin.grants]\nenv = [{ name = \"MODE\", value = \"x\" }]\n",
+        )
+        .unwrap();
+        let all = Manifest::load(&path).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].options.config, serde_json::json!({"mode": "fast"}));
+        assert_eq!(all[1].options.name.as_deref(), Some("bee"));
+        assert_eq!(all[1].options.grants.env[0].value.as_deref(), Some("x"));
+        std::fs::write(&path, "[[plugin]]\npath = \"a.wasm\"\nbogus = 1\n").unwrap();
+        let err = Manifest::load(&path).unwrap_err().to_string();
+        assert!(err.contains("bogus") && err.contains("line 3"), "{err}");
+    }
 }

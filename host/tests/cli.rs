@@ -409,3 +409,28 @@ fn manifests_with_unknown_keys_are_usage_errors_naming_the_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn progress_is_printed_as_json_lines_with_json() {
+    let (code, stdout, stderr) = run(&[
+        "call",
+        "--json",
+        BULK_OUTPUT,
+        "generate",
+        "--input",
+        r#"{"bytes":3000000}"#,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let progress: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(progress.len() >= 2, "{stderr}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["event"] == "progress" && p["tool"] == "generate")
+    );
+    let outcome: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(outcome["status"], "completed");
+}

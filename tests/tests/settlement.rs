@@ -615,3 +615,32 @@ async fn r24_progress_reaches_the_sink_while_the_call_runs() {
     let outcomes = sink.outcomes.lock().unwrap();
     assert_eq!(outcomes.len(), 1, "progress came before the one outcome");
 }
+
+#[test]
+fn r16_retained_outputs_older_than_the_retention_age_are_removed() {
+    let outputs = tempfile::tempdir().unwrap();
+    let old = outputs.path().join("0123456789abcdef0123456789abcdef.txt");
+    let fresh = outputs.path().join("fedcba9876543210fedcba9876543210.txt");
+    let unrelated = outputs.path().join("keep-me.log");
+    for path in [&old, &fresh, &unrelated] {
+        std::fs::write(path, "retained").unwrap();
+    }
+    let eight_days_ago =
+        std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+    for path in [&old, &unrelated] {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(eight_days_ago)
+            .unwrap();
+    }
+    // Building a host cleans outputs past the retention age (default 7 days).
+    let _host = builder(&outputs).build().unwrap();
+    assert!(!old.exists(), "expired output removed");
+    assert!(fresh.exists(), "recent output kept");
+    assert!(
+        unrelated.exists(),
+        "files that are not retained outputs are left alone"
+    );
+}
