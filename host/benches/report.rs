@@ -7,21 +7,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use toolhost::bench_support::Warm;
 use toolhost::{
-    Call, CallContext, CancellationToken, Host, Outcome, PluginOptions, Snapshot, Tool,
-    ToolResponse,
+    Call, CancellationToken, Host, Outcome, PluginOptions, Snapshot, Tool, ToolResponse,
 };
-use toolhost_tests::{CHAOS, TEXT_TOOLS};
+use toolhost_tests::{CHAOS, TEXT_TOOLS, context};
 
 const ECHO_INPUT: &str = r#"{"message":"hello"}"#;
-
-fn context() -> CallContext {
-    CallContext {
-        session_id: "bench".into(),
-        agent: "bench".into(),
-        message_id: "bench".into(),
-        call_id: "bench".into(),
-    }
-}
 
 fn native_echo() -> Tool {
     Tool::native(
@@ -58,7 +48,7 @@ async fn settle_latency(snapshot: &Snapshot, tool: &str, n: usize) -> Stats {
     for _ in 0..n {
         let start = Instant::now();
         let s = snapshot
-            .settle(Call::new(tool, ECHO_INPUT, context()))
+            .settle(Call::new(tool, ECHO_INPUT, context("bench")))
             .await;
         samples.push(start.elapsed());
         assert!(
@@ -87,7 +77,7 @@ fn throughput(snapshot: &Snapshot, workers: usize, calls: usize) -> f64 {
             set.spawn(async move {
                 for _ in 0..per_task {
                     snapshot
-                        .settle(Call::new("echo", ECHO_INPUT, context()))
+                        .settle(Call::new("echo", ECHO_INPUT, context("bench")))
                         .await;
                 }
             });
@@ -242,7 +232,7 @@ fn main() {
         let mut samples = Vec::new();
         for _ in 0..30 {
             let token = CancellationToken::new();
-            let call = Call::new("spin_forever", "{}", context()).with_cancel(token.clone());
+            let call = Call::new("spin_forever", "{}", context("bench")).with_cancel(token.clone());
             let snap = snapshot.clone();
             let task = tokio::spawn(async move { snap.settle(call).await });
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -7,17 +7,8 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use toolhost::bound::{Bounds, count_lines, preview, within};
-use toolhost::{Call, CallContext, Host, PluginOptions, Tool, ToolResponse};
-use toolhost_tests::TEXT_TOOLS;
-
-fn context() -> CallContext {
-    CallContext {
-        session_id: "bench".into(),
-        agent: "bench".into(),
-        message_id: "bench".into(),
-        call_id: "bench".into(),
-    }
-}
+use toolhost::{Call, Host, PluginOptions, Tool, ToolResponse};
+use toolhost_tests::{TEXT_TOOLS, context};
 
 fn settle(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -49,10 +40,10 @@ fn settle(c: &mut Criterion) {
     let native = native_location.snapshot();
     let input = r#"{"message":"hello"}"#;
     c.bench_function("settle/echo/wasm-fresh-instance", |b| {
-        b.iter(|| rt.block_on(wasm.settle(Call::new("echo", input, context()))))
+        b.iter(|| rt.block_on(wasm.settle(Call::new("echo", input, context("bench")))))
     });
     c.bench_function("settle/echo/native", |b| {
-        b.iter(|| rt.block_on(native.settle(Call::new("echo", input, context()))))
+        b.iter(|| rt.block_on(native.settle(Call::new("echo", input, context("bench")))))
     });
 }
 

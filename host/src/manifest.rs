@@ -35,6 +35,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::bound::{Bounds, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES};
 use crate::budget::Limits;
 use crate::error::LoadError;
 use crate::grants::{DirGrant, EnvGrant, Grants};
@@ -83,6 +84,8 @@ struct LimitsEntry {
     timeout: Option<String>,
     memory: Option<Size>,
     concurrency: Option<usize>,
+    max_output_lines: Option<usize>,
+    max_output_bytes: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -193,6 +196,13 @@ impl Entry {
                 config,
                 limits,
                 concurrency: self.limits.concurrency,
+                bounds: match (self.limits.max_output_lines, self.limits.max_output_bytes) {
+                    (None, None) => None,
+                    (lines, bytes) => Some(Bounds {
+                        max_lines: lines.unwrap_or(DEFAULT_MAX_LINES),
+                        max_bytes: bytes.unwrap_or(DEFAULT_MAX_BYTES),
+                    }),
+                },
                 grants,
                 rules: Rules(self.rules),
             },
@@ -268,13 +278,20 @@ mod tests {
         let path = dir.path().join("p.toml");
         std::fs::write(
             &path,
-            "path = \"a.wasm\"\nsamples = \"s.toml\"\n[limits]\nmemory = \"16MiB\"\ntimeout = \"200ms\"\n[grants]\ndirs = [{ host = \"data\", guest = \"/data\" }]\nenv = [\"LANG\"]\n[[rules]]\naction = \"edit\"\nresource = \"*\"\neffect = \"deny\"\n",
+            "path = \"a.wasm\"\nsamples = \"s.toml\"\n[limits]\nmemory = \"16MiB\"\ntimeout = \"200ms\"\nmax_output_lines = 10\n[grants]\ndirs = [{ host = \"data\", guest = \"/data\" }]\nenv = [\"LANG\"]\n[[rules]]\naction = \"edit\"\nresource = \"*\"\neffect = \"deny\"\n",
         )
         .unwrap();
         let m = Manifest::load(&path).unwrap().remove(0);
         assert_eq!(m.path, dir.path().join("a.wasm"));
         assert_eq!(m.samples, Some(dir.path().join("s.toml")));
         assert_eq!(m.options.limits.memory, Some(16 << 20));
+        assert_eq!(
+            m.options.bounds,
+            Some(Bounds {
+                max_lines: 10,
+                max_bytes: DEFAULT_MAX_BYTES
+            })
+        );
         assert_eq!(m.options.grants.dirs[0].host, dir.path().join("data"));
         assert_eq!(m.options.rules.0.len(), 1);
     }

@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 use wasmtime::Store;
 
 use crate::bindings::{ToolPluginPre, WIT_PACKAGE, WIT_VERSION};
+use crate::bound::Bounds;
 use crate::budget::{Budget, Limits};
 use crate::engine::Runtime;
 use crate::error::{Error, LoadError};
@@ -56,6 +57,8 @@ pub struct PluginOptions {
     pub grants: Grants,
     /// Permission rules added after the host's. Default: none.
     pub rules: Rules,
+    /// Output bounds for this plugin's tools. Default: the host's bounds.
+    pub bounds: Option<Bounds>,
 }
 
 impl Default for PluginOptions {
@@ -68,6 +71,7 @@ impl Default for PluginOptions {
             concurrency: None,
             grants: Grants::default(),
             rules: Rules::default(),
+            bounds: None,
         }
     }
 }
@@ -78,6 +82,7 @@ pub(crate) struct PluginCode {
     engine: wasmtime::Engine,
     pub(crate) pre: ToolPluginPre<StoreState>,
     pub(crate) budget: Budget,
+    pub(crate) bounds: Option<Bounds>,
     grants: Grants,
     pub(crate) policy: Policy,
     pub(crate) slots: Arc<Semaphore>,
@@ -184,6 +189,7 @@ pub(crate) fn load(
             engine: runtime.engine.clone(),
             pre,
             budget: defaults.with(&options.limits),
+            bounds: options.bounds,
             grants: options.grants.clone(),
             policy: policy.with_rules(&options.rules),
             slots: Arc::new(Semaphore::new(

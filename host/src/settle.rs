@@ -276,12 +276,8 @@ impl Snapshot {
             }
         };
         let settler = &self.settler;
-        let budget = tool
-            .budget()
-            .copied()
-            .or_else(|| tool.plugin_budget())
-            .unwrap_or(settler.budget)
-            .with(&call.limits);
+        let budget = tool.budget().unwrap_or(settler.budget).with(&call.limits);
+        let bounds = tool.bounds().unwrap_or(settler.bounds);
         let progress = Progress::new(
             call.context.clone(),
             call.tool.clone(),
@@ -321,7 +317,13 @@ impl Snapshot {
                 partial: bound_partial(last_progress, &mut settlement.warnings),
             },
             Executed::Response(response) => {
-                match self.complete(tool, &call.tool, response, &mut settlement.warnings) {
+                match self.complete(
+                    tool,
+                    &call.tool,
+                    response,
+                    &bounds,
+                    &mut settlement.warnings,
+                ) {
                     Ok(outcome) => outcome,
                     Err(Settle::Defect(kind)) => defect(kind),
                     Err(Settle::Operational(message)) => Outcome::Defect {
@@ -341,7 +343,7 @@ impl Snapshot {
             }
             // Hooks may change content: normalize and bound again (R18).
             if let Outcome::Completed(c) = &mut settlement.outcome
-                && let Err(e) = self.normalize_and_bound(c, &mut settlement.warnings)
+                && let Err(e) = self.normalize_and_bound(c, &bounds, &mut settlement.warnings)
             {
                 settlement.outcome = match e {
                     Settle::Defect(kind) => Outcome::Defect {
@@ -368,6 +370,7 @@ impl Snapshot {
         tool: &Tool,
         name: &str,
         response: ToolResponse,
+        bounds: &Bounds,
         warnings: &mut Vec<String>,
     ) -> Result<Outcome, Settle> {
         let ToolResponse {
@@ -417,7 +420,7 @@ impl Snapshot {
             output,
             retained: Vec::new(),
         };
-        self.normalize_and_bound(&mut completed, warnings)?;
+        self.normalize_and_bound(&mut completed, bounds, warnings)?;
         Ok(Outcome::Completed(completed))
     }
 
@@ -426,6 +429,7 @@ impl Snapshot {
     fn normalize_and_bound(
         &self,
         c: &mut Completed,
+        bounds: &Bounds,
         warnings: &mut Vec<String>,
     ) -> Result<(), Settle> {
         if c.content.is_empty() {
@@ -433,7 +437,6 @@ impl Snapshot {
                 "returned empty content".into(),
             )));
         }
-        let bounds = &self.settler.bounds;
         for part in &mut c.content {
             match part {
                 ContentPart::Media { data, .. } if data.len() > MAX_MEDIA_BYTES => {
@@ -472,15 +475,6 @@ impl Snapshot {
 enum Settle {
     Defect(DefectKind),
     Operational(String),
-}
-
-impl Tool {
-    fn plugin_budget(&self) -> Option<Budget> {
-        match self.executor() {
-            crate::tool::Executor::Wasm(w) => Some(w.plugin.budget),
-            crate::tool::Executor::Native(_) => None,
-        }
-    }
 }
 
 /// Decodes and validates the raw arguments (R13).

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::bound::Bounds;
 use crate::budget::Budget;
 use crate::events::Progress;
 use crate::plugin::WasmTool;
@@ -146,6 +147,7 @@ struct ToolInner {
     output: Option<Schema>,
     executor: Executor,
     budget: Option<Budget>,
+    bounds: Option<Bounds>,
 }
 
 impl fmt::Debug for Tool {
@@ -227,22 +229,37 @@ impl Tool {
                 output,
                 executor,
                 budget: None,
+                bounds: None,
             }),
         }
     }
 
-    /// The same tool with its own budget, overriding the host's defaults.
-    pub fn with_budget(self, budget: Budget) -> Tool {
-        let inner = &self.inner;
+    /// A copy of this tool's parts with `change` applied.
+    fn with_inner(self, change: impl FnOnce(&mut ToolInner)) -> Tool {
+        let i = &self.inner;
+        let mut inner = ToolInner {
+            description: i.description.clone(),
+            input: i.input.clone(),
+            output: i.output.clone(),
+            executor: i.executor.clone(),
+            budget: i.budget,
+            bounds: i.bounds,
+        };
+        change(&mut inner);
         Tool {
-            inner: Arc::new(ToolInner {
-                description: inner.description.clone(),
-                input: inner.input.clone(),
-                output: inner.output.clone(),
-                executor: inner.executor.clone(),
-                budget: Some(budget),
-            }),
+            inner: Arc::new(inner),
         }
+    }
+
+    /// The same tool with its own budget, overriding the host's default
+    /// (per-call limits still apply over it).
+    pub fn with_budget(self, budget: Budget) -> Tool {
+        self.with_inner(|i| i.budget = Some(budget))
+    }
+
+    /// The same tool with its own output bounds, overriding the host's.
+    pub fn with_bounds(self, bounds: Bounds) -> Tool {
+        self.with_inner(|i| i.bounds = Some(bounds))
     }
 
     /// What the tool does.
@@ -276,8 +293,12 @@ impl Tool {
         }
     }
 
-    pub(crate) fn budget(&self) -> Option<&Budget> {
-        self.inner.budget.as_ref()
+    pub(crate) fn budget(&self) -> Option<Budget> {
+        self.inner.budget
+    }
+
+    pub(crate) fn bounds(&self) -> Option<Bounds> {
+        self.inner.bounds
     }
 
     pub(crate) fn executor(&self) -> &Executor {

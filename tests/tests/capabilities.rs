@@ -11,7 +11,7 @@ use toolhost::permission::{Approver, Effect, PermissionRequest, Reply, Rule, Rul
 use toolhost::{
     Call, ContentPart, MAX_CAPTURED_BYTES, Outcome, PluginOptions, Settlement, Snapshot,
 };
-use toolhost_tests::{CHAOS, FS_TOOLS, builder, context, host, settle};
+use toolhost_tests::{CHAOS, FS_TOOLS, builder, context, host, load, settle};
 
 fn content(s: &Settlement) -> String {
     match &s.outcome {
@@ -81,14 +81,8 @@ fn rand_name() -> String {
 async fn r25_nothing_is_granted_by_default_and_stdio_is_captured() {
     let (host, _out) = host();
     let location = host.location("/r25");
-    let _c = location
-        .load(CHAOS, &PluginOptions::default())
-        .await
-        .unwrap();
-    let _f = location
-        .load(FS_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _c = load(&location, CHAOS).await;
+    let _f = load(&location, FS_TOOLS).await;
     let snapshot = location.snapshot();
 
     // No environment: not even PATH or HOME, which the host has.

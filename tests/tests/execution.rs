@@ -8,21 +8,15 @@ use toolhost::{
     Budget, Call, CancellationToken, DefectKind, Interruption, Limit, Limits, Outcome,
     PluginOptions, Settlement, Snapshot,
 };
-use toolhost_tests::{CHAOS, TEXT_TOOLS, builder, context, host, settle};
+use toolhost_tests::{CHAOS, TEXT_TOOLS, builder, context, host, load, settle};
 
 async fn chaos_snapshot(
     host: &toolhost::Host,
     name: &str,
 ) -> (Snapshot, Vec<toolhost::Activation>) {
     let location = host.location(format!("/{name}"));
-    let a = location
-        .load(CHAOS, &PluginOptions::default())
-        .await
-        .unwrap();
-    let b = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let a = load(&location, CHAOS).await;
+    let b = load(&location, TEXT_TOOLS).await;
     (location.snapshot(), vec![a, b])
 }
 
@@ -37,6 +31,14 @@ fn defect(s: &Settlement) -> &toolhost::Defect {
             defect: Some(d), ..
         } => d,
         other => panic!("expected a defect, got {other:?}"),
+    }
+}
+
+/// Limits with only a wall-clock deadline.
+fn deadline(ms: u64) -> Limits {
+    Limits {
+        timeout: Some(Duration::from_millis(ms)),
+        ..Default::default()
     }
 }
 
@@ -77,16 +79,7 @@ async fn r20_failures_defects_and_interruptions_stay_distinct() {
     assert_eq!(defect(&s).kind, DefectKind::StackOverflow);
     healthy(&snapshot).await;
 
-    let s = call_with(
-        &snapshot,
-        "spin_forever",
-        json!({}),
-        Limits {
-            timeout: Some(Duration::from_millis(100)),
-            ..Default::default()
-        },
-    )
-    .await;
+    let s = call_with(&snapshot, "spin_forever", json!({}), deadline(100)).await;
     assert_eq!(
         s.outcome,
         Outcome::Interrupted {
@@ -212,16 +205,7 @@ async fn r23_budgets_trip_and_every_outcome_reports_usage() {
     assert!(s.usage.fuel_used >= 5_000_000, "{}", s.usage.fuel_used);
     healthy(&snapshot).await;
 
-    let s = call_with(
-        &snapshot,
-        "spin_forever",
-        json!({}),
-        Limits {
-            timeout: Some(Duration::from_millis(200)),
-            ..Default::default()
-        },
-    )
-    .await;
+    let s = call_with(&snapshot, "spin_forever", json!({}), deadline(200)).await;
     assert_eq!(s.usage.tripped, Some(Limit::Deadline));
     assert!(s.usage.wall_time >= Duration::from_millis(200));
     assert!(
@@ -273,17 +257,11 @@ async fn r23_concurrency_limit_queues_calls_instead_of_running_them_all() {
     let outputs = tempfile::tempdir().unwrap();
     let host = builder(&outputs).concurrency(1).build().unwrap();
     let location = host.location("/r23-queue");
-    let _a = location
-        .load(CHAOS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, CHAOS).await;
     let snapshot = location.snapshot();
     // With one slot, a spinning call holds it; a second call waits in line
     // and its deadline (from the start of execution) has not begun.
-    let spin = Limits {
-        timeout: Some(Duration::from_millis(300)),
-        ..Default::default()
-    };
+    let spin = deadline(300);
     let start = Instant::now();
     let (a, b) = tokio::join!(
         call_with(&snapshot, "spin_forever", json!({}), spin),

@@ -6,7 +6,7 @@ use toolhost::{
     ContentPart, ErrorKind, FINAL_STEP_MESSAGE, Level, NameError, Outcome, PluginOptions,
     RegistrationError, Schema, SnapshotOptions, Tool, ToolResponse,
 };
-use toolhost_tests::{SEARCH_ONE, SEARCH_TWO, TEXT_TOOLS, host, settle};
+use toolhost_tests::{SEARCH_ONE, SEARCH_TWO, TEXT_TOOLS, host, load, settle};
 
 /// A native tool answering `{"source": tag}`.
 fn tagged(tag: &'static str) -> Tool {
@@ -170,10 +170,7 @@ async fn r06_registrations_are_captured_by_value() {
 async fn r07_unloading_closes_every_registration_and_closed_scopes_reject() {
     let (host, _out) = host();
     let location = host.location("/r07");
-    let activation = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let activation = load(&location, TEXT_TOOLS).await;
     assert_eq!(names(&location), ["echo", "regex_search", "word_count"]);
     activation.unload();
     activation.unload();
@@ -193,10 +190,7 @@ async fn r07_unloading_closes_every_registration_and_closed_scopes_reject() {
 async fn r08_snapshot_pairs_sorted_definitions_with_captured_tools() {
     let (host, _out) = host();
     let location = host.location("/r08");
-    let _a = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, TEXT_TOOLS).await;
     let _n = location.register([("alpha", tagged("native"))]).unwrap();
     let snapshot = location.snapshot();
     let defs: Vec<&str> = snapshot
@@ -221,10 +215,7 @@ async fn r08_snapshot_pairs_sorted_definitions_with_captured_tools() {
 async fn r09_calls_run_the_captured_tool_after_changes_and_unload() {
     let (host, _out) = host();
     let location = host.location("/r09");
-    let activation = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let activation = load(&location, TEXT_TOOLS).await;
     let snapshot = location.snapshot();
     // The registry changes and the plugin unloads after the snapshot...
     let _native = location.register([("echo", tagged("native"))]).unwrap();
@@ -242,10 +233,7 @@ async fn r09_calls_run_the_captured_tool_after_changes_and_unload() {
 async fn r10_unknown_tools_are_rejected_per_call() {
     let (host, _out) = host();
     let location = host.location("/r10");
-    let _a = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, TEXT_TOOLS).await;
     let snapshot = location.snapshot();
     let (unknown, known) = tokio::join!(
         settle(&snapshot, "nope", json!({})),
@@ -270,10 +258,7 @@ async fn r10_unknown_tools_are_rejected_per_call() {
 async fn r11_final_step_keeps_definitions_and_rejects_every_call() {
     let (host, _out) = host();
     let location = host.location("/r11");
-    let _a = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, TEXT_TOOLS).await;
     let snapshot = location.snapshot_with(&SnapshotOptions {
         final_step: true,
         ..Default::default()
@@ -297,10 +282,7 @@ async fn r11_final_step_keeps_definitions_and_rejects_every_call() {
 async fn r12_permission_filtering_is_visibility_only() {
     let (host, _out) = host();
     let location = host.location("/r12");
-    let _a = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, TEXT_TOOLS).await;
     let snapshot = location.snapshot_with(&SnapshotOptions {
         visibility: Some(Rules(vec![Rule::new("echo", "*", Effect::Deny)])),
         ..Default::default()
@@ -323,14 +305,8 @@ async fn r12_permission_filtering_is_visibility_only() {
 async fn later_plugin_wins_and_unloading_it_brings_the_first_back() {
     let (host, _out) = host();
     let location = host.location("/search");
-    let one = location
-        .load(SEARCH_ONE, &PluginOptions::default())
-        .await
-        .unwrap();
-    let two = location
-        .load(SEARCH_TWO, &PluginOptions::default())
-        .await
-        .unwrap();
+    let one = load(&location, SEARCH_ONE).await;
+    let two = load(&location, SEARCH_TWO).await;
     let s = settle(&location.snapshot(), "search", json!({"query": "q"})).await;
     assert_eq!(output(&s.outcome), json!({"source": "two"}));
     let catalog = location.catalog();

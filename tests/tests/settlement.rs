@@ -4,12 +4,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use toolhost::bound::{Bounds, count_lines};
+use toolhost::bound::{Bounds, count_lines, within};
 use toolhost::{
     AfterHook, Call, ContentPart, ErrorKind, EventSink, HookCall, JsonLinesSink, Outcome,
-    PluginOptions, ProgressEvent, Settlement, Tool, ToolResponse,
+    ProgressEvent, Settlement, Tool, ToolResponse,
 };
-use toolhost_tests::{BULK_OUTPUT, CHAOS, TEXT_TOOLS, builder, context, host, settle};
+use toolhost_tests::{BULK_OUTPUT, CHAOS, TEXT_TOOLS, builder, context, host, load, settle};
 
 fn completed(s: &Settlement) -> &toolhost::Completed {
     match &s.outcome {
@@ -74,10 +74,7 @@ fn returning(output_schema: Option<Value>, response: ToolResponse) -> Tool {
 async fn r13_invalid_input_lists_each_violation_and_the_tool_never_runs() {
     let (host, _out) = host();
     let location = host.location("/r13");
-    let _a = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, TEXT_TOOLS).await;
     let runs = Arc::new(AtomicUsize::new(0));
     let _n = location
         .register([("counted", counted(runs.clone()))])
@@ -131,10 +128,7 @@ async fn r13_invalid_input_lists_each_violation_and_the_tool_never_runs() {
 async fn r14_output_violating_the_output_schema_is_never_success() {
     let (host, _out) = host();
     let location = host.location("/r14");
-    let _a = location
-        .load(CHAOS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, CHAOS).await;
     let schema =
         json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
     let _n = location
@@ -181,10 +175,7 @@ async fn r14_output_violating_the_output_schema_is_never_success() {
 async fn r15_content_is_kept_or_derived_once_and_never_empty() {
     let (host, _out) = host();
     let location = host.location("/r15");
-    let _a = location
-        .load(CHAOS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, CHAOS).await;
     let given = vec![ContentPart::text("given")];
     let _n = location
         .register([
@@ -248,10 +239,7 @@ fn retained_text(c: &toolhost::Completed) -> String {
 async fn r16_big_output_is_retained_whole_and_previewed_head_marker_tail() {
     let (host, _out) = host();
     let location = host.location("/r16");
-    let _a = location
-        .load(BULK_OUTPUT, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, BULK_OUTPUT).await;
     let s = settle(
         &location.snapshot(),
         "generate",
@@ -366,10 +354,7 @@ async fn r16_utf8_is_cut_only_at_boundaries_and_retained_byte_for_byte() {
 async fn r16_media_is_untouched_and_oversized_media_rejected() {
     let (host, _out) = host();
     let location = host.location("/r16-media");
-    let _a = location
-        .load(CHAOS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, CHAOS).await;
     let snapshot = location.snapshot();
     let s = settle(&snapshot, "media", json!({"bytes": 1_000_000})).await;
     let c = completed(&s);
@@ -403,10 +388,7 @@ async fn r16_retention_failure_is_operational_never_lossy() {
     let broken = toolhost::Host::builder().output_dir(&file).build().unwrap();
     for host in [host, broken] {
         let location = host.location("/r16-fail");
-        let _a = location
-            .load(BULK_OUTPUT, &PluginOptions::default())
-            .await
-            .unwrap();
+        let _a = load(&location, BULK_OUTPUT).await;
         let s = settle(&location.snapshot(), "generate", json!({"bytes": 100_000})).await;
         match &s.outcome {
             Outcome::Defect { message, defect } => {
@@ -431,14 +413,8 @@ async fn r16_retention_failure_is_operational_never_lossy() {
 async fn r17_metadata_must_be_a_small_object_or_is_dropped_with_a_warning() {
     let (host, _out) = host();
     let location = host.location("/r17");
-    let _a = location
-        .load(CHAOS, &PluginOptions::default())
-        .await
-        .unwrap();
-    let _t = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, CHAOS).await;
+    let _t = load(&location, TEXT_TOOLS).await;
     let snapshot = location.snapshot();
     let s = settle(&snapshot, "bad_metadata", json!({})).await;
     assert_eq!(completed(&s).metadata, None);
@@ -489,14 +465,8 @@ async fn r18_after_hooks_see_the_bounded_outcome_and_changes_are_bounded_again()
     });
     let host = builder(&outputs).after_hook(hook.clone()).build().unwrap();
     let location = host.location("/r18");
-    let _a = location
-        .load(BULK_OUTPUT, &PluginOptions::default())
-        .await
-        .unwrap();
-    let _t = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, BULK_OUTPUT).await;
+    let _t = load(&location, TEXT_TOOLS).await;
     let snapshot = location.snapshot();
     // The hook sees the already bounded outcome with its retained reference.
     let s = settle(&snapshot, "generate", json!({"bytes": 200_000})).await;
@@ -531,14 +501,8 @@ async fn r19_outcomes_carry_exact_ids_and_errors_keep_the_last_progress() {
     let sink = Arc::new(Recorder::default());
     let host = builder(&outputs).event_sink(sink.clone()).build().unwrap();
     let location = host.location("/r19");
-    let _a = location
-        .load(CHAOS, &PluginOptions::default())
-        .await
-        .unwrap();
-    let _t = location
-        .load(TEXT_TOOLS, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, CHAOS).await;
+    let _t = load(&location, TEXT_TOOLS).await;
     let snapshot = location.snapshot();
     let ctx = toolhost::CallContext {
         session_id: "ses_01J".into(),
@@ -593,10 +557,7 @@ async fn r24_progress_reaches_the_sink_while_the_call_runs() {
     let sink = Arc::new(Recorder::default());
     let host = builder(&outputs).event_sink(sink.clone()).build().unwrap();
     let location = host.location("/r24");
-    let _a = location
-        .load(BULK_OUTPUT, &PluginOptions::default())
-        .await
-        .unwrap();
+    let _a = load(&location, BULK_OUTPUT).await;
     let s = settle(
         &location.snapshot(),
         "generate",
@@ -643,4 +604,44 @@ fn r16_retained_outputs_older_than_the_retention_age_are_removed() {
         unrelated.exists(),
         "files that are not retained outputs are left alone"
     );
+}
+
+#[tokio::test]
+async fn r16_bounds_are_configurable_per_plugin_and_per_tool() {
+    let (host, _out) = host();
+    let small = Bounds {
+        max_lines: 10,
+        max_bytes: 1_000,
+    };
+    let location = host.location("/r16-config");
+    let options = toolhost::PluginOptions {
+        bounds: Some(small),
+        ..Default::default()
+    };
+    let _a = location.load(BULK_OUTPUT, &options).await.unwrap();
+    let fifty_lines = "line\n".repeat(50);
+    let native = returning(
+        None,
+        ToolResponse {
+            output: Some(json!(fifty_lines.clone())),
+            ..Default::default()
+        },
+    );
+    let _n = location
+        .register([
+            ("default_bounds", native.clone()),
+            ("small_bounds", native.with_bounds(small)),
+        ])
+        .unwrap();
+    let snapshot = location.snapshot();
+    // 5,000 bytes: within the host's defaults, over this plugin's bounds.
+    let s = settle(&snapshot, "generate", json!({"bytes": 5_000})).await;
+    let c = completed(&s);
+    assert_eq!(c.retained.len(), 1);
+    assert!(within(text(c), &small));
+    let s = settle(&snapshot, "default_bounds", json!({})).await;
+    assert!(completed(&s).retained.is_empty());
+    let s = settle(&snapshot, "small_bounds", json!({})).await;
+    assert_eq!(retained_text(completed(&s)), fifty_lines);
+    assert!(within(text(completed(&s)), &small));
 }

@@ -67,10 +67,13 @@ fn compile(
         plugin: plugin.clone(),
         name: def.name.clone(),
     }));
-    Ok((
-        def.name,
-        Tool::from_parts(def.description, input, output, executor),
-    ))
+    // The plugin's budget and bounds travel with each of its tools.
+    let mut tool =
+        Tool::from_parts(def.description, input, output, executor).with_budget(plugin.budget);
+    if let Some(bounds) = plugin.bounds {
+        tool = tool.with_bounds(bounds);
+    }
+    Ok((def.name, tool))
 }
 
 impl wit::Host for RegistryImport<'_> {
