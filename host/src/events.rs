@@ -146,7 +146,8 @@ impl JsonLinesSink {
         })
     }
 
-    fn write(&self, kind: &str, body: &impl Serialize) {
+    /// Appends one line; `durable` lines are synced to disk before returning.
+    fn write(&self, kind: &str, body: &impl Serialize, durable: bool) {
         #[derive(Serialize)]
         struct Line<'a, B> {
             event: &'a str,
@@ -158,7 +159,10 @@ impl JsonLinesSink {
         };
         line.push(b'\n');
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = file.write_all(&line).and_then(|()| file.sync_data()) {
+        let written = file
+            .write_all(&line)
+            .and_then(|()| if durable { file.sync_data() } else { Ok(()) });
+        if let Err(e) = written {
             tracing::warn!("event sink: cannot write {kind} event: {e}");
         }
     }
@@ -185,10 +189,11 @@ fn complete_len(file: &mut File) -> io::Result<u64> {
 
 impl EventSink for JsonLinesSink {
     fn progress(&self, event: &ProgressEvent) {
-        self.write("progress", event);
+        // Progress is superseded by the next update: no sync per update.
+        self.write("progress", event, false);
     }
 
     fn outcome(&self, settlement: &Settlement) {
-        self.write("outcome", settlement);
+        self.write("outcome", settlement, true);
     }
 }

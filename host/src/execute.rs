@@ -63,6 +63,8 @@ pub(crate) enum Executed {
     Failure(ToolFailure),
     Interrupted(Interruption),
     Defect(DefectKind),
+    /// The host could not run the call (not the guest's doing).
+    Failed(String),
 }
 
 pub(crate) struct Execution {
@@ -152,9 +154,7 @@ async fn execute_wasm(wasm: &WasmTool, inv: Invocation<'_>) -> Execution {
         Ok(s) => s,
         Err(e) => {
             return Execution {
-                result: Executed::Defect(DefectKind::Contract(format!(
-                    "cannot set up the call: {e}"
-                ))),
+                result: Executed::Failed(format!("cannot set up the call: {e}")),
                 usage: Usage::default(),
                 logs: Logs::default(),
                 warnings,

@@ -311,6 +311,10 @@ impl Snapshot {
         settlement.outcome = match execution.result {
             Executed::Interrupted(reason) => Outcome::Interrupted { reason },
             Executed::Defect(kind) => defect(kind),
+            Executed::Failed(message) => Outcome::Defect {
+                message,
+                defect: None,
+            },
             Executed::Failure(failure) => Outcome::Error {
                 message: failure.message,
                 kind: ErrorKind::ToolFailure,

@@ -434,3 +434,46 @@ fn progress_is_printed_as_json_lines_with_json() {
     let outcome: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(outcome["status"], "completed");
 }
+
+#[test]
+fn verbose_shows_captured_guest_output_and_env_grants_reach_the_guest() {
+    let input = r#"{"stdout":"out-text","stderr":"err-text"}"#;
+    let (code, stdout, stderr) = run(&["call", CHAOS, "print", "--input", input, "--verbose"]);
+    assert_eq!((code, stdout.as_str()), (0, "printed\n"), "{stderr}");
+    assert!(
+        stderr.contains("--- guest stdout ---\nout-text"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--- guest stderr ---\nerr-text"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("usage: fuel "), "{stderr}");
+    // Without --verbose the guest's output stays out of the way.
+    let (_, _, stderr) = run(&["call", CHAOS, "print", "--input", input]);
+    assert!(!stderr.contains("out-text"), "{stderr}");
+
+    let (code, stdout, _) = run(&[
+        "call",
+        "--json",
+        CHAOS,
+        "read_env",
+        "--input",
+        r#"{"name":"MODE"}"#,
+        "--env",
+        "MODE=test",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["output"]["value"], "test");
+    let (_, stdout, _) = run(&[
+        "call",
+        "--json",
+        CHAOS,
+        "read_env",
+        "--input",
+        r#"{"name":"MODE"}"#,
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["output"]["value"], serde_json::Value::Null);
+}

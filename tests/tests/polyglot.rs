@@ -3,7 +3,7 @@
 //!
 //! Needs componentize-py (`pip install componentize-py`), so it is ignored
 //! by default; CI installs it and runs
-//! `cargo test -p toolhost-tests --test polyglot -- --ignored`.
+//! `cargo test --workspace --test polyglot -- --ignored`.
 
 use std::path::Path;
 use std::process::Command;
