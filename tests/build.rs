@@ -16,6 +16,7 @@ const PLUGINS: &[&str] = &[
     "search_two",
     "other_world",
     "future_version",
+    "progress_in_activate",
 ];
 
 fn main() {

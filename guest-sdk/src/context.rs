@@ -47,6 +47,22 @@ impl Context {
         &self.call_id
     }
 
+    /// The plugin's configuration: the JSON object `activate` received
+    /// (`{}` when the host passed none). Every call can read it, although
+    /// each runs in a fresh instance.
+    ///
+    /// ```no_run
+    /// # fn run(cx: &toolhost_sdk::Context) {
+    /// let config = cx.config();
+    /// let base = config["base_url"].as_str().unwrap_or("https://example.invalid");
+    /// # let _ = base;
+    /// # }
+    /// ```
+    pub fn config(&self) -> Value {
+        // The host always passes valid JSON; `Null` only if it did not.
+        serde_json::from_str(&call::config()).unwrap_or(Value::Null)
+    }
+
     /// Report progress. `update` should serialize to a JSON object, such as
     /// `{"bytes_done": 1024, "bytes_total": 4096}`. Each update replaces the
     /// previous one; if the call fails, the last one is kept as its partial

@@ -21,7 +21,8 @@ pub trait Plugin {
     /// error to refuse activation; the host reports the message.
     ///
     /// Nothing set up here is visible to tool calls: each call runs in a fresh
-    /// instance. Use it to validate configuration.
+    /// instance. Use it to validate configuration; tools read the same
+    /// configuration with [`Context::config`](crate::Context::config).
     fn activate(config: &serde_json::Value) -> Result<(), String> {
         let _ = config;
         Ok(())

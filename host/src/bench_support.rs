@@ -111,6 +111,7 @@ pub async fn fresh_calls(
             tool: tool.into(),
             progress,
             policy: code.policy.clone(),
+            config: code.config.clone(),
         };
         let mut store =
             crate::store::new_store(code, &code.budget, crate::store::Role::Call(state))

@@ -149,6 +149,7 @@ async fn execute_wasm(wasm: &WasmTool, inv: Invocation<'_>) -> Execution {
         progress: inv.progress.clone(),
         // The plugin's policy: the host's rules plus the plugin's own.
         policy: code.policy.clone(),
+        config: code.config.clone(),
     };
     let mut store = match new_store(code, &inv.budget, Role::Call(state)) {
         Ok(s) => s,

@@ -86,7 +86,7 @@ pub(crate) struct PluginCode {
     grants: Grants,
     pub(crate) policy: Policy,
     pub(crate) slots: Arc<Semaphore>,
-    config: String,
+    pub(crate) config: Arc<str>,
 }
 
 impl PluginCode {
@@ -183,6 +183,7 @@ pub(crate) fn load(
     };
     let config =
         serde_json::to_string(&options.config).map_err(|e| Error::Config(e.to_string()))?;
+    let config: Arc<str> = config.into();
     Ok(Plugin {
         code: Arc::new(PluginCode {
             info,

@@ -21,6 +21,8 @@ pub const SEARCH_TWO: &str = env!("PLUGIN_SEARCH_TWO");
 pub const OTHER_WORLD: &str = env!("PLUGIN_OTHER_WORLD");
 /// A plugin built against toolhost:plugin@0.2.0.
 pub const FUTURE_VERSION: &str = env!("PLUGIN_FUTURE_VERSION");
+/// A plugin that reports progress from `activate`.
+pub const PROGRESS_IN_ACTIVATE: &str = env!("PLUGIN_PROGRESS_IN_ACTIVATE");
 
 /// A host builder for tests: outputs in a fresh temporary directory, no
 /// compile cache.

@@ -2,7 +2,7 @@
 //! a plugin of an incompatible WIT version is refused before instantiation.
 
 use toolhost::{Error, LoadError, PluginOptions};
-use toolhost_tests::{FUTURE_VERSION, OTHER_WORLD, TEXT_TOOLS, host};
+use toolhost_tests::{CHAOS, FUTURE_VERSION, OTHER_WORLD, TEXT_TOOLS, host, load, settle};
 
 fn load_error(path: &std::path::Path) -> LoadError {
     let (host, _out) = host();
@@ -61,7 +61,7 @@ fn an_incompatible_wit_version_is_refused_with_both_versions_named() {
 }
 
 #[tokio::test]
-async fn plugin_identity_and_activation_config() {
+async fn plugin_identity_and_configuration() {
     let (host, _out) = host();
     let plugin = host.load(TEXT_TOOLS).unwrap();
     let info = plugin.info();
@@ -69,14 +69,33 @@ async fn plugin_identity_and_activation_config() {
     assert_eq!(info.digest.len(), 64);
     assert_eq!(info.version, format!("blake3:{}", &info.digest[..12]));
     assert!(!info.from_cache);
-    // Configuration that is not a JSON object still reaches activate as JSON.
+
+    // The configuration reaches activate and every call, though each call
+    // runs in a fresh instance.
+    let config = serde_json::json!({"base_url": "https://tools.invalid", "retries": [1, 2]});
     let options = PluginOptions {
-        config: serde_json::json!({"anything": [1, 2]}),
+        config: config.clone(),
         ..Default::default()
     };
     let location = host.location("/identity");
-    let activation = location.load(TEXT_TOOLS, &options).await.unwrap();
-    assert_eq!(activation.plugin().info().name, "text_tools");
+    let _activation = location.load(CHAOS, &options).await.unwrap();
+    let s = settle(&location.snapshot(), "read_config", serde_json::json!({})).await;
+    match s.outcome {
+        toolhost::Outcome::Completed(c) => {
+            assert_eq!(c.output, Some(serde_json::json!({ "config": config })))
+        }
+        other => panic!("{other:?}"),
+    }
+    // Without configuration a plugin sees an empty object.
+    let other = host.location("/identity-default");
+    let _default = load(&other, CHAOS).await;
+    let s = settle(&other.snapshot(), "read_config", serde_json::json!({})).await;
+    match s.outcome {
+        toolhost::Outcome::Completed(c) => {
+            assert_eq!(c.output, Some(serde_json::json!({"config": {}})))
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -9,7 +9,9 @@ use toolhost::{
     AfterHook, Call, ContentPart, ErrorKind, EventSink, HookCall, JsonLinesSink, Outcome,
     ProgressEvent, Settlement, Tool, ToolResponse,
 };
-use toolhost_tests::{BULK_OUTPUT, CHAOS, TEXT_TOOLS, builder, context, host, load, settle};
+use toolhost_tests::{
+    BULK_OUTPUT, CHAOS, PROGRESS_IN_ACTIVATE, TEXT_TOOLS, builder, context, host, load, settle,
+};
 
 fn completed(s: &Settlement) -> &toolhost::Completed {
     match &s.outcome {
@@ -644,4 +646,26 @@ async fn r16_bounds_are_configurable_per_plugin_and_per_tool() {
     let s = settle(&snapshot, "small_bounds", json!({})).await;
     assert_eq!(retained_text(completed(&s)), fifty_lines);
     assert!(within(text(completed(&s)), &small));
+}
+
+#[tokio::test]
+async fn r24_progress_outside_a_running_call_is_refused() {
+    let (host, _out) = host();
+    let location = host.location("/r24-outside");
+    let err = location
+        .load(PROGRESS_IN_ACTIVATE, &toolhost::PluginOptions::default())
+        .await
+        .unwrap_err();
+    match &err {
+        toolhost::Error::Defect(d) => {
+            assert_eq!(d.tool, "activate");
+            assert!(
+                d.to_string()
+                    .contains("call.progress used outside a tool call"),
+                "{d}"
+            );
+        }
+        other => panic!("expected a defect, got {other:?}"),
+    }
+    assert!(location.catalog().is_empty());
 }

@@ -444,6 +444,31 @@ impl Tool for Compute {
     }
 }
 
+/// The result of `read_config`.
+#[derive(Serialize, JsonSchema)]
+#[serde(crate = "toolhost_sdk::serde")]
+#[schemars(crate = "toolhost_sdk::schemars")]
+pub struct ReadConfigOutput {
+    /// The plugin configuration this call sees.
+    pub config: Value,
+}
+
+/// Return the plugin's configuration, as a call sees it.
+pub struct ReadConfig;
+
+impl Tool for ReadConfig {
+    const NAME: &'static str = "read_config";
+    const DESCRIPTION: &'static str = "Return the plugin configuration this call sees.";
+    type Input = NoInput;
+    type Output = ReadConfigOutput;
+
+    fn execute(_: NoInput, cx: &Context) -> ToolResult<ReadConfigOutput> {
+        Ok(Response::new(ReadConfigOutput {
+            config: cx.config(),
+        }))
+    }
+}
+
 toolhost_sdk::plugin!([
     SpinForever,
     Allocate,
@@ -461,4 +486,5 @@ toolhost_sdk::plugin!([
     NoContent,
     Ask,
     Compute,
+    ReadConfig,
 ]);

@@ -1,6 +1,8 @@
 //! `toolhost:plugin/call`: live only in a call's store (R24, R27). Each
 //! function knows its call from the store it runs in; no ids cross over.
 
+use std::sync::Arc;
+
 use crate::bindings::toolhost::plugin::call as wit;
 use crate::events::Progress;
 use crate::permission::{PermissionRequest, Policy};
@@ -17,6 +19,8 @@ pub(crate) struct CallState {
     pub(crate) tool: String,
     pub(crate) progress: Progress,
     pub(crate) policy: Policy,
+    /// The plugin's configuration as JSON text.
+    pub(crate) config: Arc<str>,
 }
 
 /// The narrow view the call import works on.
@@ -41,6 +45,10 @@ impl<'a> CallImport<'a> {
 }
 
 impl wit::Host for CallImport<'_> {
+    fn config(&mut self) -> wasmtime::Result<String> {
+        Ok(self.call("config")?.config.to_string())
+    }
+
     fn progress(&mut self, update: String) -> wasmtime::Result<()> {
         let call = self.call("progress")?;
         if update.len() > MAX_PROGRESS_BYTES {
