@@ -105,12 +105,12 @@ pub use plugin::{Activation, Plugin, PluginInfo, PluginOptions};
 pub use registry::{CatalogEntry, Level, Registration, RegistrationError, Scope, SnapshotOptions};
 pub use schema::{Schema, SchemaError, Violation};
 pub use settle::{
-    AfterHook, Call, Completed, ErrorKind, FINAL_STEP_MESSAGE, HookCall, Outcome, Settlement,
-    Snapshot,
+    AfterHook, Call, Completed, ErrorKind, FINAL_STEP_MESSAGE, HookCall, MAX_METADATA_BYTES,
+    MAX_PARTIAL_BYTES, Outcome, Settlement, Snapshot,
 };
 pub use stdio::MAX_CAPTURED_BYTES;
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    CallContext, ContentPart, NameError, Tool, ToolContext, ToolDefinition, ToolFailure,
-    ToolResponse, normalize_name,
+    CallContext, ContentPart, MAX_NAME_LEN, NameError, RESERVED_NAME, Tool, ToolContext,
+    ToolDefinition, ToolFailure, ToolResponse, normalize_name,
 };
