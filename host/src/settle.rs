@@ -345,9 +345,14 @@ impl Snapshot {
             for hook in &settler.hooks {
                 hook.after(&hook_call, &mut settlement.outcome);
             }
-            // Hooks may change content: normalize and bound again (R18).
+            // Hooks may change content and metadata: normalize, bound and
+            // check them again (R18).
+            if let Outcome::Completed(c) = &mut settlement.outcome {
+                let metadata = c.metadata.take().map(Value::Object);
+                c.metadata = check_metadata(metadata, &mut settlement.warnings);
+            }
             if let Outcome::Completed(c) = &mut settlement.outcome
-                && let Err(e) = self.normalize_and_bound(c, &bounds, &mut settlement.warnings)
+                && let Err(e) = self.normalize_and_bound(c, &bounds)
             {
                 settlement.outcome = match e {
                     Settle::Defect(kind) => Outcome::Defect {
@@ -424,18 +429,13 @@ impl Snapshot {
             output,
             retained: Vec::new(),
         };
-        self.normalize_and_bound(&mut completed, bounds, warnings)?;
+        self.normalize_and_bound(&mut completed, bounds)?;
         Ok(Outcome::Completed(completed))
     }
 
     /// Content must be non-empty (R15); media is untouched but limited, text
     /// over the bounds is retained and replaced by a preview (R16).
-    fn normalize_and_bound(
-        &self,
-        c: &mut Completed,
-        bounds: &Bounds,
-        warnings: &mut Vec<String>,
-    ) -> Result<(), Settle> {
+    fn normalize_and_bound(&self, c: &mut Completed, bounds: &Bounds) -> Result<(), Settle> {
         if c.content.is_empty() {
             return Err(Settle::Defect(DefectKind::Contract(
                 "returned empty content".into(),
@@ -468,9 +468,6 @@ impl Snapshot {
                     c.retained.push(retained);
                 }
             }
-        }
-        if let Some(m) = c.metadata.take() {
-            c.metadata = check_metadata(Some(Value::Object(m)), warnings);
         }
         Ok(())
     }

@@ -454,6 +454,9 @@ impl AfterHook for Rewrite {
             self.seen_retained.lock().unwrap().push(c.retained.len());
             if call.tool == "echo" {
                 c.content = vec![ContentPart::text("x\n".repeat(5_000))];
+                let mut big = serde_json::Map::new();
+                big.insert("padding".into(), json!("y".repeat(20_000)));
+                c.metadata = Some(big);
             }
         }
     }
@@ -479,6 +482,15 @@ async fn r18_after_hooks_see_the_bounded_outcome_and_changes_are_bounded_again()
     assert!(count_lines(text(c)) <= 2_000);
     assert!(text(c).contains("full output retained as toolhost-output:"));
     assert_eq!(retained_text(c), "x\n".repeat(5_000));
+    assert_eq!(
+        c.metadata, None,
+        "a hook's oversized metadata is dropped too"
+    );
+    assert!(
+        s.warnings.iter().any(|w| w.contains("16384-byte limit")),
+        "{:?}",
+        s.warnings
+    );
     assert_eq!(*hook.seen_retained.lock().unwrap(), [1, 0]);
 }
 
