@@ -241,39 +241,32 @@ impl Snapshot {
     }
 
     async fn settle_inner(&self, call: Call) -> Settlement {
-        let mut settlement = Settlement {
+        // A call rejected before execution: nothing ran, nothing was used.
+        let rejected = |kind, message: String| Settlement {
             context: call.context.clone(),
             tool: call.tool.clone(),
-            outcome: Outcome::Interrupted {
-                reason: Interruption::Cancelled,
+            outcome: Outcome::Error {
+                message,
+                kind,
+                partial: None,
             },
             usage: Usage::default(),
             warnings: Vec::new(),
             logs: Logs::default(),
         };
-        let error = |kind, message: String| Outcome::Error {
-            message,
-            kind,
-            partial: None,
-        };
         // Each rejection is per call: it never affects another (R10).
         if self.captured.final_step {
-            settlement.outcome = error(ErrorKind::Disabled, FINAL_STEP_MESSAGE.into());
-            return settlement;
+            return rejected(ErrorKind::Disabled, FINAL_STEP_MESSAGE.into());
         }
         let Some(tool) = self.captured.tools.get(&call.tool) else {
-            settlement.outcome = error(
+            return rejected(
                 ErrorKind::UnknownTool,
                 format!("Unknown tool: {}", call.tool),
             );
-            return settlement;
         };
         let input = match decode_input(tool, &call) {
             Ok(v) => v,
-            Err((kind, message)) => {
-                settlement.outcome = error(kind, message);
-                return settlement;
-            }
+            Err((kind, message)) => return rejected(kind, message),
         };
         let settler = &self.settler;
         let budget = tool.budget().unwrap_or(settler.budget).with(&call.limits);
@@ -296,11 +289,9 @@ impl Snapshot {
             },
         )
         .await;
-        settlement.usage = execution.usage;
-        settlement.logs = execution.logs;
-        settlement.warnings = execution.warnings;
+        let mut warnings = execution.warnings;
         let (last_progress, progress_warnings) = progress.finish();
-        settlement.warnings.extend(progress_warnings);
+        warnings.extend(progress_warnings);
         let defect = |kind| {
             let d = execute::defect(tool, &call.tool, kind);
             Outcome::Defect {
@@ -308,7 +299,7 @@ impl Snapshot {
                 defect: Some(d),
             }
         };
-        settlement.outcome = match execution.result {
+        let outcome = match execution.result {
             Executed::Interrupted(reason) => Outcome::Interrupted { reason },
             Executed::Defect(kind) => defect(kind),
             Executed::Failed(message) => Outcome::Defect {
@@ -318,16 +309,10 @@ impl Snapshot {
             Executed::Failure(failure) => Outcome::Error {
                 message: failure.message,
                 kind: ErrorKind::ToolFailure,
-                partial: bound_partial(last_progress, &mut settlement.warnings),
+                partial: bound_partial(last_progress, &mut warnings),
             },
             Executed::Response(response) => {
-                match self.complete(
-                    tool,
-                    &call.tool,
-                    response,
-                    &bounds,
-                    &mut settlement.warnings,
-                ) {
+                match self.complete(tool, &call.tool, response, &bounds, &mut warnings) {
                     Ok(outcome) => outcome,
                     Err(Settle::Defect(kind)) => defect(kind),
                     Err(Settle::Operational(message)) => Outcome::Defect {
@@ -336,6 +321,14 @@ impl Snapshot {
                     },
                 }
             }
+        };
+        let mut settlement = Settlement {
+            context: call.context.clone(),
+            tool: call.tool.clone(),
+            outcome,
+            usage: execution.usage,
+            warnings,
+            logs: execution.logs,
         };
         if !settler.hooks.is_empty() {
             let hook_call = HookCall {

@@ -1,8 +1,6 @@
 //! Shared helpers for the integration tests: paths of the example plugins
 //! (built by `build.rs`) and a host configured for tests.
 
-use std::path::PathBuf;
-
 use toolhost::{Call, CallContext, Host, HostBuilder, Settlement, Snapshot};
 
 /// text-tools: echo, word_count, regex_search.
@@ -52,11 +50,6 @@ pub async fn settle(snapshot: &Snapshot, tool: &str, input: serde_json::Value) -
     snapshot
         .settle(Call::new(tool, input.to_string(), context(tool)))
         .await
-}
-
-/// The path of an example plugin, as a `PathBuf`.
-pub fn plugin(path: &str) -> PathBuf {
-    PathBuf::from(path)
 }
 
 /// Loads and activates `plugin` (a path constant above) with default options.

@@ -164,6 +164,20 @@ async fn r06_registrations_are_captured_by_value() {
     assert_eq!(names(&location), ["search"]);
     let s = settle(&location.snapshot(), "search", json!({})).await;
     assert_eq!(output(&s.outcome), json!({"source": "original"}));
+
+    // A plugin's registration captures its code and definitions: replacing
+    // the file on disk afterwards changes neither.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plugin.wasm");
+    std::fs::copy(TEXT_TOOLS, &file).unwrap();
+    let plugin_location = host.location("/r06-plugin");
+    let _a = load(&plugin_location, file.to_str().unwrap()).await;
+    let before = plugin_location.snapshot();
+    std::fs::copy(SEARCH_ONE, &file).unwrap();
+    let after = plugin_location.snapshot();
+    assert_eq!(after.definitions(), before.definitions());
+    let s = settle(&after, "echo", json!({"message": "same code"})).await;
+    assert_eq!(output(&s.outcome), json!({"message": "same code"}));
 }
 
 #[tokio::test]
