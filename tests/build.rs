@@ -1,22 +1,42 @@
 //! Builds the example plugins for wasm32-wasip2 into the shared target dir
-//! (`target/plugins`) and exposes their paths as `PLUGIN_<NAME>` variables,
-//! the pattern wasmtime's own test-programs use.
+//! (`target/plugins`) and generates `plugin_paths!`, which defines one path
+//! constant per plugin in the crate that invokes it — the pattern wasmtime's
+//! own test-programs use. Every plugin is listed once, below: a plugin of
+//! the example workspace missing from the list fails this build, and a
+//! listed plugin no test uses fails the test binary's build (dead code is
+//! denied there).
 
 use std::env;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The plugins the tests drive: crate name as built.
-const PLUGINS: &[&str] = &[
-    "text_tools",
-    "bulk_output",
-    "chaos",
-    "fs_tools",
-    "search_one",
-    "search_two",
-    "other_world",
-    "future_version",
-    "progress_in_activate",
+/// The plugins the tests drive: crate name as built, and what it is.
+const PLUGINS: &[(&str, &str)] = &[
+    ("text_tools", "text-tools: echo, word_count, regex_search."),
+    ("bulk_output", "bulk-output: generate."),
+    ("chaos", "chaos: misbehaving tools."),
+    ("fs_tools", "fs-tools: read_file, write_file, grep."),
+    (
+        "search_one",
+        "Registers `search` answering {\"source\": \"one\"}.",
+    ),
+    (
+        "search_two",
+        "Registers `search` answering {\"source\": \"two\"}.",
+    ),
+    (
+        "other_world",
+        "A valid component of another world (a greeter).",
+    ),
+    (
+        "future_version",
+        "A plugin built against toolhost:plugin@0.2.0.",
+    ),
+    (
+        "progress_in_activate",
+        "A plugin that reports progress from `activate`.",
+    ),
 ];
 
 fn main() {
@@ -30,6 +50,7 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
+    check_listed(&root.join("example-plugins"));
     let target = env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .map(|t| if t.is_absolute() { t } else { root.join(t) })
@@ -37,17 +58,46 @@ fn main() {
         .join("plugins");
     build(root, &target);
     let out = target.join("wasm32-wasip2").join("release");
-    for name in PLUGINS {
+    let mut consts = String::new();
+    for (name, what) in PLUGINS {
         let path = out.join(format!("{name}.wasm"));
         assert!(
             path.exists(),
             "the build did not produce {}",
             path.display()
         );
-        println!(
-            "cargo:rustc-env=PLUGIN_{}={}",
+        writeln!(
+            consts,
+            "        #[doc = {what:?}]\n        pub(crate) const {}: &str = {:?};",
             name.to_uppercase(),
-            path.display()
+            path.display().to_string()
+        )
+        .unwrap();
+    }
+    let generated = format!(
+        "/// Defines a path constant for every example plugin the tests use.\n#[macro_export]\nmacro_rules! plugin_paths {{\n    () => {{\n{consts}    }};\n}}\n"
+    );
+    let dest = PathBuf::from(env::var("OUT_DIR").unwrap()).join("plugins.rs");
+    std::fs::write(dest, generated).unwrap();
+}
+
+/// Every crate of the example workspace must be listed in [`PLUGINS`].
+fn check_listed(workspace: &Path) {
+    let text = std::fs::read_to_string(workspace.join("Cargo.toml")).unwrap();
+    let manifest: toml::Table = toml::from_str(&text).unwrap();
+    let members = manifest["workspace"]["members"].as_array().unwrap();
+    for member in members {
+        let dir = workspace.join(member.as_str().unwrap());
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let package: toml::Table = toml::from_str(&text).unwrap();
+        let name = package["package"]["name"]
+            .as_str()
+            .unwrap()
+            .replace('-', "_");
+        assert!(
+            PLUGINS.iter().any(|(listed, _)| *listed == name),
+            "example plugin `{name}` ({}) is not listed in tests/build.rs PLUGINS; list it and use it in a test",
+            dir.display()
         );
     }
 }

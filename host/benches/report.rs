@@ -1,5 +1,6 @@
 //! The performance report: every ratio of docs/performance.md, measured in
-//! one run on this machine. `cargo bench -p toolhost --bench report`.
+//! one run on this machine.
+//! `cargo bench -p toolhost --features bench --bench report`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -9,7 +10,9 @@ use toolhost::bench_support::Warm;
 use toolhost::{
     Call, CancellationToken, Host, Outcome, PluginOptions, Snapshot, Tool, ToolResponse,
 };
-use toolhost_tests::{CHAOS, TEXT_TOOLS, context};
+use toolhost_tests::context;
+
+toolhost_tests::plugin_paths!();
 
 const ECHO_INPUT: &str = r#"{"message":"hello"}"#;
 
@@ -172,7 +175,10 @@ fn main() {
         warm.calls("echo", ECHO_INPUT, 20_000).await.unwrap() / 20_000
     });
     let fresh = rt.block_on(async {
-        let plugin = host.load(TEXT_TOOLS).unwrap();
+        let plugin = host
+            .load(TEXT_TOOLS, &PluginOptions::default())
+            .await
+            .unwrap();
         let n = 20_000;
         toolhost::bench_support::fresh_calls(&plugin, "echo", ECHO_INPUT, 2_000)
             .await
@@ -264,13 +270,17 @@ fn main() {
         .build()
         .unwrap();
     let start = Instant::now();
-    let first = cached_host.load(TEXT_TOOLS).unwrap();
+    let load = |host: &Host| {
+        rt.block_on(host.load(TEXT_TOOLS, &PluginOptions::default()))
+            .unwrap()
+    };
+    let first = load(&cached_host);
     let compile = start.elapsed();
     assert!(!first.info().from_cache);
     let mut loads = Vec::new();
     for _ in 0..20 {
         let start = Instant::now();
-        let p = cached_host.load(TEXT_TOOLS).unwrap();
+        let p = load(&cached_host);
         loads.push(start.elapsed());
         assert!(p.info().from_cache);
     }

@@ -1,14 +1,16 @@
 //! Criterion benchmarks of the hot paths: a settled call (wasm and native,
 //! through the same registry) and bounding a 100 MB output.
-//! `cargo bench -p toolhost --bench settle`.
+//! `cargo bench -p toolhost --features bench --bench settle`.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
-use toolhost::bound::{Bounds, count_lines, preview, within};
-use toolhost::{Call, Host, PluginOptions, Tool, ToolResponse};
-use toolhost_tests::{TEXT_TOOLS, context};
+use toolhost::bench_support::{count_lines, preview, within};
+use toolhost::{Call, Host, OutputBounds, PluginOptions, Tool, ToolResponse};
+use toolhost_tests::context;
+
+toolhost_tests::plugin_paths!();
 
 fn settle(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -50,7 +52,7 @@ fn settle(c: &mut Criterion) {
 fn bounding(c: &mut Criterion) {
     let line = "the quick brown fox jumps over the lazy dog 0123456789\n";
     let text = line.repeat(100_000_000 / line.len());
-    let bounds = Bounds::default();
+    let bounds = OutputBounds::default();
     let mut group = c.benchmark_group("bound");
     group.throughput(Throughput::Bytes(text.len() as u64));
     group.sample_size(10);

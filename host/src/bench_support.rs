@@ -1,6 +1,7 @@
 //! Baselines for the benchmarks, which the public API deliberately cannot
 //! do: calling a warm (reused, unisolated) instance, and running without fuel
-//! metering. Not part of the supported API.
+//! metering. Only with the non-default `bench` feature; not part of the
+//! supported API.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -8,10 +9,14 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 
-use crate::bindings::ToolPlugin;
-use crate::bindings::toolhost::plugin::types::CallContext;
-use crate::budget::MemoryLimiter;
-use crate::store::StoreState;
+pub use crate::output::bound::{count_lines, preview, within};
+
+use crate::model::budget::FUEL_YIELD_INTERVAL;
+use crate::model::event::Progress;
+use crate::runtime::bindings::ToolPlugin;
+use crate::runtime::bindings::toolhost::plugin::types::CallContext;
+use crate::runtime::imports::call::CallState;
+use crate::runtime::store::{MemoryLimiter, Role, StoreState};
 
 fn state(wasi: wasmtime_wasi::WasiCtx) -> StoreState {
     StoreState {
@@ -56,12 +61,12 @@ impl Warm {
         config.consume_fuel(metered);
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
-        crate::imports::add_to_linker(&mut linker)?;
+        crate::runtime::imports::add_to_linker(&mut linker)?;
         let component = Component::from_file(&engine, path)?;
         let mut store = Store::new(&engine, state(wasmtime_wasi::WasiCtx::builder().build()));
         if metered {
             store.set_fuel(u64::MAX)?;
-            store.fuel_async_yield_interval(Some(crate::budget::FUEL_YIELD_INTERVAL))?;
+            store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))?;
         }
         let bindings = ToolPlugin::instantiate_async(&mut store, &component, &linker).await?;
         Ok(Warm {
@@ -105,17 +110,17 @@ pub async fn fresh_calls(
     let cx = context();
     let start = Instant::now();
     for _ in 0..n {
-        let progress = crate::events::Progress::new(Default::default(), tool.into(), None);
-        let state = crate::imports::call::CallState {
+        let progress = Progress::new(Default::default(), tool.into(), None);
+        let state = CallState {
             context: Default::default(),
             tool: tool.into(),
             progress,
             policy: code.policy.clone(),
             config: code.config.clone(),
         };
-        let mut store =
-            crate::store::new_store(code, &code.budget, crate::store::Role::Call(state))
-                .map_err(|e| wasmtime::format_err!("{e}"))?;
+        let mut store = code
+            .store(&code.budget, Role::Call(state))
+            .map_err(|e| wasmtime::format_err!("{e}"))?;
         let instance = code.pre.instantiate_async(&mut store).await?;
         let r = instance
             .toolhost_plugin_plugin()

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::grants::GrantError;
+use crate::model::outcome::{Defect, HostFault};
 
 /// Why a plugin could not be loaded. Every message names the file and says
 /// what to do.
@@ -73,51 +73,14 @@ pub enum LoadError {
     },
 }
 
-/// What a misbehaving guest did: a defect, never a tool result (R20).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum DefectKind {
-    /// The guest panicked; the panic message when it printed one.
-    Panic(String),
-    /// The guest trapped (unreachable, out-of-bounds access, ...).
-    Trap(String),
-    /// The guest overflowed its wasm stack.
-    StackOverflow,
-    /// The guest asked for more linear memory than its limit (bytes).
-    MemoryLimit(u64),
-    /// The guest broke the plugin contract (bad JSON, empty content, ...).
-    Contract(String),
-}
-
-impl std::fmt::Display for DefectKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DefectKind::Panic(m) => write!(f, "panicked: {m}"),
-            DefectKind::Trap(t) => write!(f, "trapped: {t}"),
-            DefectKind::StackOverflow => f.write_str("overflowed its stack (too deep recursion?)"),
-            DefectKind::MemoryLimit(limit) => write!(
-                f,
-                "hit the memory limit of {} MiB; raise it (--memory or the manifest's limits.memory) if the tool needs more",
-                limit >> 20
-            ),
-            DefectKind::Contract(m) => write!(f, "broke the plugin contract: {m}"),
-        }
-    }
-}
-
-/// A defect, naming plugin, version and tool.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
-#[error("plugin {plugin} {version}, tool `{tool}`: {kind}")]
-pub struct Defect {
-    /// The plugin's name.
-    pub plugin: String,
-    /// The plugin's version.
-    pub version: String,
-    /// The tool (or `activate`).
-    pub tool: String,
-    /// What went wrong.
-    pub kind: DefectKind,
+/// Why grants cannot be applied.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot grant directory {}: {reason}; check that it exists and is readable", host.display())]
+pub struct GrantError {
+    /// The directory.
+    pub host: PathBuf,
+    /// Why it cannot be granted.
+    pub reason: String,
 }
 
 /// The library's top-level error.
@@ -138,6 +101,9 @@ pub enum Error {
     /// A plugin misbehaved during activation.
     #[error(transparent)]
     Defect(#[from] Defect),
+    /// The host could not run the plugin (e.g. every instance slot busy).
+    #[error(transparent)]
+    Fault(#[from] HostFault),
     /// Activation was interrupted by its budget.
     #[error("plugin {plugin} did not finish activating within its {limit} budget")]
     ActivationInterrupted {
@@ -152,14 +118,6 @@ pub enum Error {
     /// Host configuration is invalid.
     #[error("invalid host configuration: {0}")]
     Config(String),
-    /// The managed output directory cannot be used.
-    #[error("output directory {}: {source}; check it exists and is writable", path.display())]
-    OutputDir {
-        /// The directory.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
     /// The engine failed in a way no plugin caused.
     #[error("engine error: {0}")]
     Engine(String),

@@ -72,45 +72,63 @@
 
 #![deny(missing_docs)]
 
+// Layers, bottom to top; a module never imports from a layer above it:
+// model → permission, output, registry, sink → runtime → settle → facade
+// (and manifest, which describes how the facade loads plugins).
+mod error;
+mod facade;
+mod manifest;
+mod model;
+mod output;
+mod permission;
+mod registry;
+mod runtime;
+mod settle;
+mod sink;
+
+#[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench_support;
-mod bindings;
-pub mod bound;
-pub mod budget;
-mod engine;
-mod error;
-mod events;
-mod execute;
-pub mod grants;
-mod host;
-mod imports;
-pub mod manifest;
-pub mod permission;
-mod plugin;
-mod registry;
-mod schema;
-mod settle;
-mod stdio;
-mod store;
-mod tool;
 
-pub use bindings::{WIT_PACKAGE, WIT_VERSION};
-pub use budget::{Budget, Limit, Limits, Usage};
-pub use engine::{POOL_INSTANCES, default_cache_dir};
-pub use error::{Defect, DefectKind, Error, LoadError};
-pub use events::{EventSink, JsonLinesSink, ProgressEvent};
-pub use execute::{Interruption, Logs};
-pub use host::{Host, HostBuilder, Location};
-pub use plugin::{Activation, Plugin, PluginInfo, PluginOptions};
-pub use registry::{CatalogEntry, Level, Registration, RegistrationError, Scope, SnapshotOptions};
-pub use schema::{Schema, SchemaError, Violation};
-pub use settle::{
-    AfterHook, Call, Completed, ErrorKind, FINAL_STEP_MESSAGE, HookCall, MAX_METADATA_BYTES,
-    MAX_PARTIAL_BYTES, Outcome, Settlement, Snapshot,
+pub use error::{Error, GrantError, LoadError};
+pub use facade::host::{Host, HostBuilder};
+pub use facade::location::Location;
+pub use facade::snapshot::Snapshot;
+pub use manifest::{Manifest, parse_duration, parse_size};
+pub use model::budget::{
+    Budget, BudgetOverrides, DEFAULT_CONCURRENCY, DEFAULT_FUEL, DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_LINES, DEFAULT_MEMORY, DEFAULT_TIMEOUT, FUEL_YIELD_INTERVAL, Limit, MAX_MEMORY,
+    OutputBounds, Usage,
 };
-pub use stdio::MAX_CAPTURED_BYTES;
+pub use model::call::{Call, CallContext};
+pub use model::content::{ContentPart, ToolFailure, ToolResponse};
+pub use model::event::{EventSink, ProgressEvent, SinkError, SinkFuture};
+pub use model::execution::ToolContext;
+pub use model::hook::{AfterHook, HookCall};
+pub use model::outcome::{
+    Completed, Culprit, Defect, DefectKind, ErrorKind, FINAL_STEP_MESSAGE, FaultKind, HostFault,
+    Interruption, Logs, Outcome, RetainedOutput, Settlement,
+};
+pub use model::plugin::PluginInfo;
+pub use model::schema::{Schema, SchemaError, Violation};
+pub use model::tool::{
+    MAX_NAME_LEN, NameError, RESERVED_NAME, Tool, ToolDefinition, normalize_name,
+};
+pub use output::retain::DEFAULT_RETENTION;
+pub use permission::{Approver, Effect, PermissionDenied, PermissionRequest, Reply, Rule, Rules};
+pub use registry::placement::{Level, Registration, RegistrationError};
+pub use registry::scope::Scope;
+pub use registry::snapshot::{CatalogEntry, SnapshotOptions};
+pub use runtime::activation::Activation;
+pub use runtime::bindings::{WIT_PACKAGE, WIT_VERSION};
+pub use runtime::cache::{DEFAULT_CACHE_LIMIT, default_cache_dir};
+pub use runtime::engine::DEFAULT_MAX_INSTANCES;
+pub use runtime::grants::{DirGrant, EnvGrant, Grants};
+pub use runtime::imports::call::MAX_PROGRESS_BYTES;
+pub use runtime::load::{Plugin, PluginOptions};
+pub use runtime::stdio::MAX_CAPTURED_BYTES;
+pub use settle::content::MAX_MEDIA_BYTES;
+pub use settle::metadata::MAX_METADATA_BYTES;
+pub use settle::pipeline::MAX_PARTIAL_BYTES;
+pub use sink::JsonLinesSink;
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{
-    CallContext, ContentPart, MAX_NAME_LEN, NameError, RESERVED_NAME, Tool, ToolContext,
-    ToolDefinition, ToolFailure, ToolResponse, normalize_name,
-};

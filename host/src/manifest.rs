@@ -1,8 +1,11 @@
 //! Plugin manifests (TOML): where the component is and how to run it.
 //!
-//! A manifest describes one plugin; a host config lists several under
-//! `[[plugin]]`. Paths are relative to the manifest's directory. Unknown keys
-//! are errors, reported with their line.
+//! The manifest format lives in the library, parsing included, so every
+//! front end (the CLI's `list`/`call`/`check`, `toolhost serve`, an
+//! embedder) reads `toolhost.toml` the same way. A manifest describes one
+//! plugin; a host config lists several under `[[plugin]]`. Paths are
+//! relative to the manifest's directory. Unknown keys are errors, reported
+//! with their line.
 //!
 //! ```toml
 //! path = "text_tools.wasm"      # the component (required)
@@ -35,12 +38,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::bound::{Bounds, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES};
-use crate::budget::Limits;
 use crate::error::LoadError;
-use crate::grants::{DirGrant, EnvGrant, Grants};
+use crate::model::budget::{BudgetOverrides, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, OutputBounds};
 use crate::permission::{Rule, Rules};
-use crate::plugin::PluginOptions;
+use crate::runtime::grants::{DirGrant, EnvGrant, Grants};
+use crate::runtime::load::PluginOptions;
 
 /// One plugin as a manifest describes it, paths resolved.
 #[derive(Debug, Clone)]
@@ -146,7 +148,7 @@ impl Manifest {
 
 impl Entry {
     fn resolve(self, base: &Path) -> Result<Manifest, String> {
-        let limits = Limits {
+        let overrides = BudgetOverrides {
             fuel: self.limits.fuel,
             timeout: self
                 .limits
@@ -194,11 +196,11 @@ impl Entry {
                 name: self.name,
                 version: self.version,
                 config,
-                limits,
+                overrides,
                 concurrency: self.limits.concurrency,
                 bounds: match (self.limits.max_output_lines, self.limits.max_output_bytes) {
                     (None, None) => None,
-                    (lines, bytes) => Some(Bounds {
+                    (lines, bytes) => Some(OutputBounds {
                         max_lines: lines.unwrap_or(DEFAULT_MAX_LINES),
                         max_bytes: bytes.unwrap_or(DEFAULT_MAX_BYTES),
                     }),
@@ -284,10 +286,10 @@ mod tests {
         let m = Manifest::load(&path).unwrap().remove(0);
         assert_eq!(m.path, dir.path().join("a.wasm"));
         assert_eq!(m.samples, Some(dir.path().join("s.toml")));
-        assert_eq!(m.options.limits.memory, Some(16 << 20));
+        assert_eq!(m.options.overrides.memory, Some(16 << 20));
         assert_eq!(
             m.options.bounds,
-            Some(Bounds {
+            Some(OutputBounds {
                 max_lines: 10,
                 max_bytes: DEFAULT_MAX_BYTES
             })

@@ -8,14 +8,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::tool::CallContext;
+use crate::model::call::CallContext;
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,22 +53,6 @@ impl Rule {
     fn matches(&self, action: &str, resource: &str) -> bool {
         WildMatch::new(&self.action).matches(action)
             && WildMatch::new(&self.resource).matches(resource)
-    }
-}
-
-/// `action:pattern`, as the CLI's `--allow` takes it, is an allow rule.
-impl FromStr for Rule {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Rule, String> {
-        match s.split_once(':') {
-            Some((action, resource)) if !action.is_empty() && !resource.is_empty() => {
-                Ok(Rule::new(action, resource, Effect::Allow))
-            }
-            _ => Err(format!(
-                "`{s}` is not ACTION:PATTERN; write for example `edit:/tmp/*` or `read:*`"
-            )),
-        }
     }
 }
 

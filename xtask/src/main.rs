@@ -1,5 +1,8 @@
 //! Project tasks: `cargo xtask demo` builds the example plugins and calls a
-//! tool through the `toolhost` CLI; `cargo xtask plugins` only builds them.
+//! tool through the `toolhost` CLI; `cargo xtask plugins` only builds them;
+//! `cargo xtask layers` checks the library's module layering.
+
+mod layers;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -11,9 +14,10 @@ fn main() -> ExitCode {
     let result = match task.as_deref() {
         Some("demo") => demo(),
         Some("plugins") => build_plugins().map(|_| ()),
+        Some("layers") => layers::check(&root()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|plugins>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)"
+                "usage: cargo xtask <demo|plugins|layers>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  layers   check that no library module imports from a layer above it"
             );
             return ExitCode::from(2);
         }
@@ -73,7 +77,7 @@ fn demo() -> Result<()> {
     let text_tools = plugins.join("text_tools.wasm");
     let toolhost = |args: &[&str]| {
         let mut cmd = cargo();
-        cmd.args(["run", "--quiet", "--package", "toolhost", "--"])
+        cmd.args(["run", "--quiet", "--package", "toolhost-cli", "--"])
             .args(args);
         cmd
     };

@@ -1,0 +1,163 @@
+//! `toolhost call PLUGIN TOOL --input JSON`.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use toolhost::{
+    Call, CallContext, CancellationToken, ContentPart, EventSink, Outcome, ProgressEvent,
+};
+
+use crate::common::{Common, activate_all, specs};
+use crate::{Failure, exit, usage};
+
+/// Shows progress: JSON lines on stderr with `--json`, one updating line on
+/// a terminal, nothing otherwise.
+struct ProgressPrinter {
+    json: bool,
+    terminal: bool,
+}
+
+impl EventSink for ProgressPrinter {
+    fn progress(&self, event: &ProgressEvent) {
+        let mut stderr = std::io::stderr().lock();
+        if self.json {
+            let line = serde_json::json!({"event": "progress", "tool": event.tool, "update": event.update});
+            let _ = writeln!(stderr, "{line}");
+        } else if self.terminal {
+            let _ = write!(stderr, "\r\x1b[2Kprogress: {}", event.update);
+            let _ = stderr.flush();
+        }
+    }
+}
+
+pub(crate) async fn run(
+    plugin: &Path,
+    tool: &str,
+    input: &str,
+    common: &Common,
+) -> Result<u8, Failure> {
+    let input = if input == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the input from stdin")
+            .map_err(usage)?;
+        text
+    } else {
+        input.to_owned()
+    };
+    let terminal = std::io::stderr().is_terminal();
+    let printer = Arc::new(ProgressPrinter {
+        json: common.json,
+        terminal,
+    });
+    let host = common.host(Some(printer))?;
+    let specs = specs(std::slice::from_ref(&plugin.to_path_buf()), common)?;
+    let (location, _activations) = activate_all(&host, &specs).await?;
+    let snapshot = location.snapshot();
+    let context = CallContext {
+        session_id: "cli".into(),
+        agent: "toolhost".into(),
+        message_id: "cli-message".into(),
+        call_id: format!("cli-{}", std::process::id()),
+    };
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.cancel();
+        }
+    });
+    let call = Call::new(tool, input, context).with_cancel(cancel);
+    let settlement = snapshot.settle(call).await;
+    if terminal && !common.json {
+        eprint!("\r\x1b[2K");
+    }
+    if common.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&settlement).context("cannot print the outcome")?
+        );
+    } else {
+        print_human(&settlement, common.verbose);
+    }
+    Ok(match settlement.outcome {
+        Outcome::Completed(_) => exit::COMPLETED,
+        Outcome::Error { .. } => exit::TOOL_ERROR,
+        Outcome::Interrupted { .. } => exit::INTERRUPTED,
+        _ => exit::DEFECT,
+    })
+}
+
+fn print_human(s: &toolhost::Settlement, verbose: bool) {
+    let mut stdout = std::io::stdout().lock();
+    match &s.outcome {
+        Outcome::Completed(c) => {
+            for part in &c.content {
+                match part {
+                    ContentPart::Text { text } => {
+                        let _ = stdout.write_all(text.as_bytes());
+                        if !text.ends_with('\n') {
+                            let _ = writeln!(stdout);
+                        }
+                    }
+                    ContentPart::Media {
+                        mime_type,
+                        data,
+                        name,
+                    } => {
+                        let name = name.as_deref().unwrap_or("unnamed");
+                        let _ =
+                            writeln!(stdout, "[media {name}: {mime_type}, {} bytes]", data.len());
+                    }
+                }
+            }
+            for r in &c.retained {
+                eprintln!(
+                    "note: output bounded; the full {} bytes are retained as {} at {}",
+                    r.bytes,
+                    r.reference,
+                    r.path.display()
+                );
+            }
+        }
+        Outcome::Error { message, .. } => eprintln!("error: {message}"),
+        Outcome::Interrupted { reason } => {
+            let limit = s
+                .usage
+                .tripped
+                .map(|l| {
+                    format!(
+                        " (limit tripped: {})",
+                        serde_json::to_value(l).unwrap_or_default()
+                    )
+                })
+                .unwrap_or_default();
+            eprintln!("interrupted: {reason}{limit}");
+        }
+        Outcome::Defect { message, .. } => eprintln!("defect: {message}"),
+        _ => eprintln!("error: unknown outcome"),
+    }
+    for w in &s.warnings {
+        eprintln!("warning: {w}");
+    }
+    if verbose {
+        if !s.logs.stdout.is_empty() {
+            eprintln!("--- guest stdout ---\n{}", s.logs.stdout);
+        }
+        if !s.logs.stderr.is_empty() {
+            eprintln!("--- guest stderr ---\n{}", s.logs.stderr);
+        }
+        if s.logs.dropped_bytes > 0 {
+            eprintln!("({} bytes of guest output dropped)", s.logs.dropped_bytes);
+        }
+        eprintln!(
+            "usage: fuel {}, wall {:.3} ms, peak memory {} bytes",
+            s.usage.fuel_used,
+            s.usage.wall_time.as_secs_f64() * 1000.0,
+            s.usage.peak_memory
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! What every command shares: the common flags, building the host, and
+//! turning command-line plugins (components and manifests) into loaded,
+//! activated plugins.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use toolhost::{
+    Activation, BudgetOverrides, DirGrant, Effect, EnvGrant, EventSink, Host, Location, Manifest,
+    PluginOptions, Rule, Rules, parse_duration, parse_size,
+};
+
+use crate::{Failure, prompt};
+
+/// Flags every command takes.
+#[derive(Args, Clone)]
+pub(crate) struct Common {
+    /// Print machine-readable JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Fuel budget per call (roughly, wasm instructions).
+    #[arg(long)]
+    fuel: Option<u64>,
+    /// Wall-clock deadline per call, e.g. 200ms, 5s.
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<std::time::Duration>,
+    /// Linear-memory limit per call, e.g. 16MiB.
+    #[arg(long, value_parser = parse_size)]
+    memory: Option<u64>,
+    /// Allow a permission: ACTION:PATTERN, e.g. edit:/tmp/* (repeatable).
+    #[arg(long = "allow", value_name = "ACTION:PATTERN", value_parser = parse_allow)]
+    allow: Vec<Rule>,
+    /// Approve every permission request that asks.
+    #[arg(long)]
+    yes: bool,
+    /// Grant a directory read-only: HOST[::GUEST] (repeatable).
+    #[arg(long = "dir", value_name = "HOST[::GUEST]")]
+    dirs: Vec<String>,
+    /// Grant a directory read-write: HOST[::GUEST] (repeatable).
+    #[arg(long = "dir-rw", value_name = "HOST[::GUEST]")]
+    dirs_rw: Vec<String>,
+    /// Grant an environment variable: NAME[=VALUE] (repeatable).
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Show guest stdout/stderr and usage.
+    #[arg(long, short)]
+    pub(crate) verbose: bool,
+    /// Where oversized outputs are retained.
+    #[arg(long, value_name = "DIR")]
+    output_dir: Option<PathBuf>,
+    /// Compile cache directory (default: ~/.cache/toolhost).
+    #[arg(long, value_name = "DIR", env = "TOOLHOST_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Do not use the compile cache.
+    #[arg(long)]
+    pub(crate) no_cache: bool,
+}
+
+impl Common {
+    pub(crate) fn overrides(&self) -> BudgetOverrides {
+        BudgetOverrides {
+            fuel: self.fuel,
+            timeout: self.timeout,
+            memory: self.memory,
+        }
+    }
+
+    pub(crate) fn host(&self, sink: Option<Arc<dyn EventSink>>) -> Result<Host, Failure> {
+        let mut builder = Host::builder().rules(Rules(self.allow.clone()));
+        if let Some(sink) = sink {
+            builder = builder.event_sink(sink);
+        }
+        if self.yes {
+            builder = builder.approver(Arc::new(prompt::Yes));
+        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            builder = builder.approver(Arc::new(prompt::Terminal));
+        }
+        if let Some(dir) = &self.output_dir {
+            builder = builder.output_dir(dir);
+        }
+        if !self.no_cache {
+            builder = match &self.cache_dir {
+                Some(dir) => builder.cache_dir(dir),
+                None => builder.default_cache(),
+            };
+        }
+        Ok(builder.build()?)
+    }
+
+    /// Grants and limits from flags, over what a manifest says.
+    fn apply(&self, options: &mut PluginOptions) {
+        options.overrides = self.overrides().or(options.overrides);
+        let dirs = self.dirs.iter().map(|d| parse_dir(d, false));
+        let rw = self.dirs_rw.iter().map(|d| parse_dir(d, true));
+        options.grants.dirs.extend(dirs.chain(rw));
+        options
+            .grants
+            .env
+            .extend(self.env.iter().map(|e| parse_env(e)));
+    }
+}
+
+/// A plugin named on the command line: a component or a manifest entry.
+pub(crate) struct Spec {
+    pub(crate) path: PathBuf,
+    pub(crate) samples: Option<PathBuf>,
+    pub(crate) options: PluginOptions,
+}
+
+/// Expands `.wasm` paths and manifests into plugin specs.
+pub(crate) fn specs(paths: &[PathBuf], common: &Common) -> Result<Vec<Spec>, Failure> {
+    let mut out = Vec::new();
+    for path in paths {
+        if path.extension().is_some_and(|e| e == "toml") {
+            for m in Manifest::load(path).map_err(toolhost::Error::from)? {
+                let mut options = m.options;
+                common.apply(&mut options);
+                out.push(Spec {
+                    path: m.path,
+                    samples: m.samples,
+                    options,
+                });
+            }
+        } else {
+            let mut options = PluginOptions::default();
+            common.apply(&mut options);
+            out.push(Spec {
+                samples: samples_beside(path),
+                path: path.clone(),
+                options,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `name.samples.toml` beside `name.wasm`, if it exists.
+fn samples_beside(wasm: &Path) -> Option<PathBuf> {
+    let candidate = wasm.with_extension("samples.toml");
+    candidate.exists().then_some(candidate)
+}
+
+/// Loads and activates every spec into one location, in order.
+pub(crate) async fn activate_all(
+    host: &Host,
+    specs: &[Spec],
+) -> Result<(Location, Vec<Activation>), Failure> {
+    let location =
+        host.location(std::env::current_dir().context("cannot read the current directory")?);
+    let mut activations = Vec::new();
+    for spec in specs {
+        activations.push(location.load(&spec.path, &spec.options).await?);
+    }
+    Ok((location, activations))
+}
+
+/// `--allow ACTION:PATTERN` is an allow rule.
+fn parse_allow(spec: &str) -> Result<Rule, String> {
+    match spec.split_once(':') {
+        Some((action, resource)) if !action.is_empty() && !resource.is_empty() => {
+            Ok(Rule::new(action, resource, Effect::Allow))
+        }
+        _ => Err(format!(
+            "`{spec}` is not ACTION:PATTERN; write for example `edit:/tmp/*` or `read:*`"
+        )),
+    }
+}
+
+/// `--dir HOST[::GUEST]`.
+fn parse_dir(spec: &str, writable: bool) -> DirGrant {
+    let (host, guest) = match spec.split_once("::") {
+        Some((h, g)) => (h, Some(g.to_owned())),
+        None => (spec, None),
+    };
+    DirGrant {
+        host: PathBuf::from(host),
+        guest,
+        writable,
+    }
+}
+
+/// `--env NAME[=VALUE]`.
+fn parse_env(spec: &str) -> EnvGrant {
+    match spec.split_once('=') {
+        Some((name, value)) => EnvGrant {
+            name: name.to_owned(),
+            value: Some(value.to_owned()),
+        },
+        None => EnvGrant {
+            name: spec.to_owned(),
+            value: None,
+        },
+    }
+}

@@ -1,0 +1,56 @@
+//! `toolhost compile PLUGIN...`: fill the compile cache.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::common::{Common, specs};
+use crate::{Failure, exit, usage};
+
+pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Failure> {
+    if common.no_cache {
+        return Err(usage(anyhow::anyhow!(
+            "compile fills the compile cache; drop --no-cache"
+        )));
+    }
+    let host = common.host(None)?;
+    let specs = specs(plugins, common)?;
+    let bar = if std::io::stderr().is_terminal() && !common.json {
+        let bar = ProgressBar::new(specs.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut rows = Vec::new();
+    for spec in &specs {
+        bar.set_message(spec.path.display().to_string());
+        let start = Instant::now();
+        let plugin = host.load(&spec.path, &spec.options).await?;
+        let ms = start.elapsed().as_secs_f64() * 1000.0;
+        let info = plugin.info();
+        let how = if info.from_cache {
+            "already cached"
+        } else {
+            "compiled"
+        };
+        bar.inc(1);
+        if common.json {
+            rows.push(serde_json::json!({
+                "plugin": info.name, "path": info.path, "from_cache": info.from_cache, "ms": ms,
+            }));
+        } else {
+            bar.suspend(|| println!("{how:14} {} ({ms:.1} ms)", info.path.display()));
+        }
+    }
+    bar.finish_and_clear();
+    if common.json {
+        println!("{}", serde_json::Value::Array(rows));
+    }
+    Ok(exit::COMPLETED)
+}

@@ -1,0 +1,166 @@
+//! The `toolhost` command: the same engine for plugin authors and CI.
+//! Argument parsing, the commands, and the exit codes that are its
+//! interface.
+
+mod call;
+mod check;
+mod common;
+mod compile;
+mod list;
+mod prompt;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::common::Common;
+
+/// Exit codes: the CLI's interface for CI.
+pub(crate) mod exit {
+    /// The call completed (or every check passed).
+    pub const COMPLETED: u8 = 0;
+    /// The tool returned a model-visible error (or a check failed).
+    pub const TOOL_ERROR: u8 = 1;
+    /// Bad usage or bad input: arguments, plugin files, manifests.
+    pub const USAGE: u8 = 2;
+    /// The call was interrupted: cancelled, deadline or fuel.
+    pub const INTERRUPTED: u8 = 3;
+    /// A defect or operational failure.
+    pub const DEFECT: u8 = 4;
+}
+
+#[derive(Parser)]
+#[command(
+    name = "toolhost",
+    version,
+    about = "Run agent tools written as WebAssembly components"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the tools that plugins register, in load order (later wins).
+    List {
+        /// Plugins: .wasm components or .toml manifests.
+        #[arg(required = true)]
+        plugins: Vec<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Call one tool and print its content (or, with --json, the outcome).
+    Call {
+        /// The plugin: a .wasm component or a .toml manifest.
+        plugin: PathBuf,
+        /// The tool's name.
+        tool: String,
+        /// The input as JSON, or `-` to read it from stdin.
+        #[arg(long, short, default_value = "{}")]
+        input: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Load, activate and validate plugins, and run their sample calls.
+    Check {
+        /// Plugins: .wasm components or .toml manifests.
+        #[arg(required = true)]
+        plugins: Vec<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Compile plugins into the compile cache.
+    Compile {
+        /// Plugins: .wasm components or .toml manifests.
+        #[arg(required = true)]
+        plugins: Vec<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// An error that maps to an exit code.
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        let error = e.into();
+        // Plugin files, manifests and arguments are the user's input.
+        let code = match error.downcast_ref::<toolhost::Error>() {
+            Some(toolhost::Error::Load(_) | toolhost::Error::Grant(_)) => exit::USAGE,
+            _ => exit::DEFECT,
+        };
+        Failure { code, error }
+    }
+}
+
+pub(crate) fn usage(error: anyhow::Error) -> Failure {
+    Failure {
+        code: exit::USAGE,
+        error,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::COMPLETED
+            });
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::DEFECT);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::List { plugins, common } => list::run(&plugins, &common).await,
+            Command::Call {
+                plugin,
+                tool,
+                input,
+                common,
+            } => call::run(&plugin, &tool, &input, &common).await,
+            Command::Check { plugins, common } => check::run(&plugins, &common).await,
+            Command::Compile { plugins, common } => compile::run(&plugins, &common).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("error: {}", one_line(&f.error));
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// The error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
+}

@@ -1,0 +1,292 @@
+//! The host: engine, registry and settlement settings, built once.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::facade::location::Location;
+use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, OutputBounds};
+use crate::model::event::EventSink;
+use crate::model::hook::AfterHook;
+use crate::output::retain::{DEFAULT_RETENTION, OutputStore};
+use crate::permission::{Approver, Policy, Rules};
+use crate::registry::placement::{Level, Placement};
+use crate::registry::snapshot::Overlay;
+use crate::runtime::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};
+use crate::runtime::engine::{DEFAULT_MAX_INSTANCES, Runtime};
+use crate::runtime::load::{Loader, Plugin, PluginDefaults, PluginOptions};
+use crate::settle::pipeline::Pipeline;
+
+/// Builds a [`Host`]. Every setting has a documented default; every
+/// capability starts denied.
+#[must_use]
+pub struct HostBuilder {
+    budget: Budget,
+    concurrency: usize,
+    max_instances: u32,
+    bounds: OutputBounds,
+    output_dir: Option<PathBuf>,
+    retention: Duration,
+    cache_dir: Option<PathBuf>,
+    cache_limit: u64,
+    sink: Option<Arc<dyn EventSink>>,
+    hooks: Vec<Arc<dyn AfterHook>>,
+    rules: Rules,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+impl fmt::Debug for HostBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostBuilder")
+            .field("budget", &self.budget)
+            .field("concurrency", &self.concurrency)
+            .field("max_instances", &self.max_instances)
+            .field("bounds", &self.bounds)
+            .field("output_dir", &self.output_dir)
+            .field("cache_dir", &self.cache_dir)
+            .field("cache_limit", &self.cache_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for HostBuilder {
+    fn default() -> Self {
+        HostBuilder {
+            budget: Budget::default(),
+            concurrency: DEFAULT_CONCURRENCY,
+            max_instances: DEFAULT_MAX_INSTANCES,
+            bounds: OutputBounds::default(),
+            output_dir: None,
+            retention: DEFAULT_RETENTION,
+            cache_dir: None,
+            cache_limit: DEFAULT_CACHE_LIMIT,
+            sink: None,
+            hooks: Vec::new(),
+            rules: Rules::default(),
+            approver: None,
+        }
+    }
+}
+
+impl HostBuilder {
+    /// Default budget of every call. Default: [`Budget::default()`]
+    /// (20e9 fuel, 30 s, 256 MiB).
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Calls in flight per plugin; further calls wait for a slot (and the
+    /// wait counts against their deadline). Default: [`DEFAULT_CONCURRENCY`].
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Instances the pooling allocator holds at once, across all plugins:
+    /// one per live activation plus one per call in flight. A call that
+    /// finds every slot busy fails operationally, naming this setting.
+    /// Each slot reserves address space (not memory) for a linear memory of
+    /// up to [`crate::MAX_MEMORY`]. Default: [`DEFAULT_MAX_INSTANCES`].
+    pub fn max_instances(mut self, n: u32) -> Self {
+        self.max_instances = n.max(1);
+        self
+    }
+
+    /// Limits of the text the model sees from one result. Default: 2,000
+    /// lines and 51,200 bytes.
+    pub fn bounds(mut self, bounds: OutputBounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
+    /// Where oversized outputs are retained. Default: a `toolhost-outputs`
+    /// directory in the system temporary directory.
+    pub fn output_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.output_dir = Some(dir.into());
+        self
+    }
+
+    /// How long retained outputs are kept; older ones are removed when the
+    /// host is built. Default: 7 days.
+    pub fn retention(mut self, age: Duration) -> Self {
+        self.retention = age;
+        self
+    }
+
+    /// Caches compiled components in `dir`. Default: no cache.
+    /// [`crate::default_cache_dir`] gives the usual per-user location.
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Caches compiled components in the per-user default cache directory.
+    pub fn default_cache(mut self) -> Self {
+        self.cache_dir = default_cache_dir();
+        self
+    }
+
+    /// The compile cache's size cap in bytes; beyond it the least recently
+    /// used entries are evicted. Default: [`DEFAULT_CACHE_LIMIT`] (1 GiB).
+    pub fn cache_limit(mut self, bytes: u64) -> Self {
+        self.cache_limit = bytes;
+        self
+    }
+
+    /// Receives progress and outcome events. Default: none.
+    pub fn event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Adds an after-hook (R18). Default: none.
+    pub fn after_hook(mut self, hook: Arc<dyn AfterHook>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Host-wide permission rules, evaluated before each plugin's own.
+    /// Default: none, so every request asks.
+    pub fn rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// Decides permission requests that rules leave to "ask". Default:
+    /// none, so such requests are denied.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Builds the host: configures the engine and opens the output directory.
+    pub fn build(self) -> Result<Host, Error> {
+        let cache = self
+            .cache_dir
+            .map(|dir| CompileCache::new(dir, self.cache_limit));
+        let runtime = Arc::new(Runtime::new(self.max_instances, cache)?);
+        let output_dir = self
+            .output_dir
+            .unwrap_or_else(|| std::env::temp_dir().join("toolhost-outputs"));
+        // A broken output directory fails only calls that need retention,
+        // with a clear operational error, not the whole host.
+        let outputs =
+            OutputStore::open(&output_dir).map_err(|e| format!("{}: {e}", output_dir.display()));
+        if let Ok(store) = &outputs
+            && let Err(e) = store.clean(self.retention)
+        {
+            tracing::warn!("cannot clean old outputs in {}: {e}", output_dir.display());
+        }
+        Ok(Host {
+            inner: Arc::new(HostInner {
+                loader: Arc::new(Loader {
+                    runtime,
+                    defaults: PluginDefaults {
+                        budget: self.budget,
+                        concurrency: self.concurrency,
+                        policy: Policy::new(self.rules, self.approver),
+                    },
+                }),
+                pipeline: Arc::new(Pipeline {
+                    budget: self.budget,
+                    bounds: self.bounds,
+                    outputs,
+                    sink: self.sink,
+                    hooks: self.hooks,
+                }),
+                application: Placement::new(Level::Application),
+                locations: Mutex::default(),
+            }),
+        })
+    }
+}
+
+/// The Toolhost engine: loads plugins, holds the registry, settles calls.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<HostInner>,
+}
+
+struct HostInner {
+    loader: Arc<Loader>,
+    pipeline: Arc<Pipeline>,
+    application: Arc<Placement>,
+    locations: Mutex<HashMap<PathBuf, Arc<Placement>>>,
+}
+
+impl fmt::Debug for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Host")
+            .field("pipeline", &self.inner.pipeline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// A builder with every default.
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
+    }
+
+    /// Loads a plugin with `options`: reads it, checks the WIT version,
+    /// compiles it (or loads it from the compile cache) on a blocking
+    /// thread, and links it.
+    pub async fn load(
+        &self,
+        path: impl AsRef<Path>,
+        options: &PluginOptions,
+    ) -> Result<Plugin, Error> {
+        self.inner.loader.load(path.as_ref(), options).await
+    }
+
+    /// The process-wide application placement, shared by all locations.
+    pub fn application(&self) -> Location {
+        let overlay = Overlay {
+            application: self.inner.application.clone(),
+            location: Placement::new(Level::Location),
+        };
+        self.location_over(self.inner.application.clone(), overlay)
+    }
+
+    /// The location (workspace) at `path`; the same path gives the same
+    /// location.
+    pub fn location(&self, path: impl Into<PathBuf>) -> Location {
+        let placement = self
+            .inner
+            .locations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(path.into())
+            .or_insert_with(|| Placement::new(Level::Location))
+            .clone();
+        let overlay = Overlay {
+            application: self.inner.application.clone(),
+            location: placement.clone(),
+        };
+        self.location_over(placement, overlay)
+    }
+
+    fn location_over(&self, own: Arc<Placement>, overlay: Overlay) -> Location {
+        Location {
+            loader: self.inner.loader.clone(),
+            pipeline: self.inner.pipeline.clone(),
+            own,
+            overlay,
+        }
+    }
+
+    /// The file behind a retained-output reference from a bounding marker.
+    pub fn retained_output(&self, reference: &str) -> Option<PathBuf> {
+        self.inner
+            .pipeline
+            .outputs
+            .as_ref()
+            .ok()?
+            .resolve(reference)
+    }
+}

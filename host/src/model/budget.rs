@@ -1,0 +1,148 @@
+//! Budgets a call runs under, the bounds on what it shows the model, and the
+//! usage every outcome reports (R16, R23).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Fuel units between async yields of a running guest. About tens of
+/// microseconds of guest work: cancellation and deadlines take effect well
+/// under a millisecond, while yielding costs around one percent.
+pub const FUEL_YIELD_INTERVAL: u64 = 50_000;
+
+/// Default fuel per call: a finite allowance for a runaway loop, ample for
+/// honest work (see the README's limits table for the measured seconds).
+pub const DEFAULT_FUEL: u64 = 20_000_000_000;
+
+/// Default wall-clock deadline per call: a tool call the model waits on.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default linear-memory limit per call: generous for tools, small enough
+/// that many calls in flight cannot exhaust the machine.
+pub const DEFAULT_MEMORY: u64 = 256 << 20;
+
+/// The largest memory limit a budget may set: the pooling allocator reserves
+/// this much address space per memory slot.
+pub const MAX_MEMORY: u64 = 4 << 30;
+
+/// Default calls in flight per plugin; further calls wait in line.
+pub const DEFAULT_CONCURRENCY: usize = 32;
+
+/// Default line limit of the text that reaches the model.
+pub const DEFAULT_MAX_LINES: usize = 2_000;
+
+/// Default byte limit of the text that reaches the model.
+pub const DEFAULT_MAX_BYTES: usize = 51_200;
+
+/// The limits one call runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Budget {
+    /// Fuel (roughly, wasm instructions) the call may burn.
+    /// Default: [`DEFAULT_FUEL`].
+    pub fuel: u64,
+    /// Wall-clock deadline, from the moment the call is settled (time spent
+    /// waiting for a slot counts). Default: [`DEFAULT_TIMEOUT`].
+    #[serde(with = "millis")]
+    pub timeout: Duration,
+    /// Linear-memory limit in bytes, at most [`MAX_MEMORY`].
+    /// Default: [`DEFAULT_MEMORY`].
+    pub memory: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            fuel: DEFAULT_FUEL,
+            timeout: DEFAULT_TIMEOUT,
+            memory: DEFAULT_MEMORY,
+        }
+    }
+}
+
+/// Optional overrides of a [`Budget`], per plugin or per call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BudgetOverrides {
+    /// Replaces [`Budget::fuel`].
+    pub fuel: Option<u64>,
+    /// Replaces [`Budget::timeout`].
+    pub timeout: Option<Duration>,
+    /// Replaces [`Budget::memory`] (clamped to [`MAX_MEMORY`]).
+    pub memory: Option<u64>,
+}
+
+impl BudgetOverrides {
+    /// These overrides, with `fallback`'s filling the gaps.
+    pub fn or(self, fallback: BudgetOverrides) -> BudgetOverrides {
+        BudgetOverrides {
+            fuel: self.fuel.or(fallback.fuel),
+            timeout: self.timeout.or(fallback.timeout),
+            memory: self.memory.or(fallback.memory),
+        }
+    }
+}
+
+impl Budget {
+    /// This budget with `overrides` applied over it.
+    pub fn with(self, overrides: &BudgetOverrides) -> Budget {
+        Budget {
+            fuel: overrides.fuel.unwrap_or(self.fuel),
+            timeout: overrides.timeout.unwrap_or(self.timeout),
+            memory: overrides.memory.unwrap_or(self.memory).min(MAX_MEMORY),
+        }
+    }
+}
+
+/// Limits on the text a model sees from one result (R16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OutputBounds {
+    /// At most this many lines. Default: [`DEFAULT_MAX_LINES`].
+    pub max_lines: usize,
+    /// At most this many bytes. Default: [`DEFAULT_MAX_BYTES`].
+    pub max_bytes: usize,
+}
+
+impl Default for OutputBounds {
+    fn default() -> Self {
+        OutputBounds {
+            max_lines: DEFAULT_MAX_LINES,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// Which limit stopped a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// The fuel budget ran out.
+    Fuel,
+    /// The wall-clock deadline passed.
+    Deadline,
+    /// The guest asked for more linear memory than allowed.
+    Memory,
+}
+
+/// What a call consumed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// Fuel burned (0 for native tools).
+    pub fuel_used: u64,
+    /// Wall time from settling to the end of execution, in milliseconds in
+    /// JSON.
+    #[serde(with = "millis")]
+    pub wall_time: Duration,
+    /// Peak linear memory in bytes (0 for native tools).
+    pub peak_memory: u64,
+    /// The limit that stopped the call, if one did.
+    pub tripped: Option<Limit>,
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64() * 1000.0)
+    }
+}

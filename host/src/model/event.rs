@@ -1,0 +1,133 @@
+//! Progress and durable outcome events (R19, R24): what an [`EventSink`]
+//! receives, and the progress channel of one running call.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::model::call::CallContext;
+use crate::model::outcome::Settlement;
+
+/// One progress update of a running call.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProgressEvent {
+    /// The call reporting.
+    pub context: CallContext,
+    /// The effective tool name.
+    pub tool: String,
+    /// The update, a JSON object; it replaces the previous one.
+    pub update: Value,
+}
+
+/// Why a sink could not record an outcome durably.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct SinkError(pub String);
+
+/// The future [`EventSink::outcome`] returns: ready once the outcome is
+/// durable.
+pub type SinkFuture<'a> = Pin<Box<dyn Future<Output = Result<(), SinkError>> + Send + 'a>>;
+
+/// Receives events from settlement. Both methods run on the settling task:
+/// they must not block. `progress` is fire-and-forget; `outcome` returns a
+/// future that settlement awaits, so [`crate::Snapshot::settle`] returns only
+/// once the outcome is recorded.
+pub trait EventSink: Send + Sync {
+    /// A running call reported progress.
+    fn progress(&self, event: &ProgressEvent) {
+        let _ = event;
+    }
+
+    /// A call settled: record its durable outcome. A failure here turns the
+    /// settlement into an operational failure naming the sink.
+    fn outcome<'a>(&'a self, settlement: &'a Settlement) -> SinkFuture<'a> {
+        let _ = settlement;
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// The progress channel of one call: keeps the last update and forwards each
+/// to the sink. Only a running call holds one, so progress from outside a
+/// call cannot exist (R24).
+#[derive(Clone)]
+pub(crate) struct Progress {
+    inner: Arc<ProgressInner>,
+}
+
+struct ProgressInner {
+    context: CallContext,
+    tool: String,
+    sink: Option<Arc<dyn EventSink>>,
+    state: Mutex<ProgressState>,
+}
+
+#[derive(Default)]
+struct ProgressState {
+    last: Option<Value>,
+    warnings: Vec<String>,
+}
+
+impl fmt::Debug for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Progress")
+            .field("context", &self.inner.context)
+            .field("tool", &self.inner.tool)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Progress {
+    pub(crate) fn new(
+        context: CallContext,
+        tool: String,
+        sink: Option<Arc<dyn EventSink>>,
+    ) -> Self {
+        Progress {
+            inner: Arc::new(ProgressInner {
+                context,
+                tool,
+                sink,
+                state: Mutex::default(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ProgressState> {
+        // Only replaced or appended under the lock: poison is harmless.
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `update` (a JSON object) as the latest and forwards it.
+    pub(crate) fn report(&self, update: Value) {
+        if !update.is_object() {
+            self.reject("a progress update that is not a JSON object was dropped".into());
+            return;
+        }
+        self.lock().last = Some(update.clone());
+        if let Some(sink) = &self.inner.sink {
+            sink.progress(&ProgressEvent {
+                context: self.inner.context.clone(),
+                tool: self.inner.tool.clone(),
+                update,
+            });
+        }
+    }
+
+    /// Notes a dropped update once per distinct reason.
+    pub(crate) fn reject(&self, warning: String) {
+        let mut state = self.lock();
+        if !state.warnings.contains(&warning) {
+            state.warnings.push(warning);
+        }
+    }
+
+    /// The last update and the warnings collected.
+    pub(crate) fn finish(&self) -> (Option<Value>, Vec<String>) {
+        let mut state = self.lock();
+        (state.last.take(), std::mem::take(&mut state.warnings))
+    }
+}

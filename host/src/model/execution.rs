@@ -1,0 +1,106 @@
+//! The seam between settlement and whatever runs a tool: settlement hands an
+//! [`Executor`] an [`Invocation`] and gets back an [`Execution`]. Wasm
+//! plugins and native Rust tools implement it in the runtime.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::model::budget::{Budget, Limit, Usage};
+use crate::model::call::CallContext;
+use crate::model::content::{ToolFailure, ToolResponse};
+use crate::model::event::Progress;
+use crate::model::outcome::{DefectKind, HostFault, Interruption, Logs};
+use crate::model::plugin::PluginInfo;
+
+/// What an executor needs to run one call.
+pub(crate) struct Invocation<'a> {
+    /// The effective name the model used.
+    pub(crate) tool_name: &'a str,
+    /// The input, already validated against the input schema.
+    pub(crate) input: Value,
+    /// The same input as the JSON text the model sent.
+    pub(crate) input_text: &'a str,
+    pub(crate) context: &'a CallContext,
+    pub(crate) progress: Progress,
+    pub(crate) budget: Budget,
+    /// When settlement began: wall time counts from here.
+    pub(crate) started: Instant,
+    /// When the call's deadline passes: settlement started the clock, so
+    /// time spent waiting for a slot counts.
+    pub(crate) deadline: Instant,
+    pub(crate) cancel: &'a CancellationToken,
+}
+
+/// How execution ended, before settlement checks and bounds the result.
+#[derive(Debug)]
+pub(crate) enum Ended {
+    /// The tool returned a response.
+    Response(ToolResponse),
+    /// The tool reported a model-visible failure.
+    ToolFailure(ToolFailure),
+    /// Cancellation, the deadline or fuel stopped it.
+    Interrupted(Interruption),
+    /// The guest misbehaved.
+    Defect(DefectKind),
+    /// The host could not run it; not the guest's doing.
+    HostFault(HostFault),
+}
+
+/// An ended execution with what it consumed and printed.
+#[derive(Debug)]
+pub(crate) struct Execution {
+    pub(crate) ended: Ended,
+    pub(crate) usage: Usage,
+    pub(crate) logs: Logs,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl Execution {
+    /// An execution that ended before the tool ran (e.g. while it waited
+    /// for a slot).
+    pub(crate) fn early(ended: Ended, started: Instant) -> Execution {
+        let tripped =
+            matches!(ended, Ended::Interrupted(Interruption::Deadline)).then_some(Limit::Deadline);
+        Execution {
+            ended,
+            usage: Usage {
+                wall_time: started.elapsed(),
+                tripped,
+                ..Usage::default()
+            },
+            logs: Logs::default(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// What a native tool receives besides its input.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The call's identity.
+    pub call: CallContext,
+    pub(crate) progress: Progress,
+}
+
+impl ToolContext {
+    /// Reports progress (a JSON object); each update replaces the last.
+    pub fn progress(&self, update: Value) {
+        self.progress.report(update);
+    }
+}
+
+/// The future an executor returns.
+pub(crate) type ExecutionFuture<'a> = Pin<Box<dyn Future<Output = Execution> + Send + 'a>>;
+
+/// Runs calls of one tool.
+pub(crate) trait Executor: Send + Sync {
+    /// Runs one call to its end; never panics, never fails as a whole.
+    fn execute<'a>(&'a self, invocation: Invocation<'a>) -> ExecutionFuture<'a>;
+
+    /// The plugin that provides the tool; `None` for native tools.
+    fn plugin(&self) -> Option<&PluginInfo>;
+}

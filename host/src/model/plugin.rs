@@ -1,0 +1,20 @@
+//! The identity of a loaded plugin.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Identity of a loaded plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginInfo {
+    /// Its name: from the manifest, else the file stem.
+    pub name: String,
+    /// Its version: from the manifest, else a short content hash.
+    pub version: String,
+    /// Where it was loaded from.
+    pub path: PathBuf,
+    /// BLAKE3 hash of the component bytes.
+    pub digest: String,
+    /// Whether compilation was skipped thanks to the compile cache.
+    pub from_cache: bool,
+}

@@ -1,0 +1,213 @@
+//! The one tool value: native Rust tools and wasm tools alike.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::model::budget::{Budget, OutputBounds};
+use crate::model::execution::Executor;
+use crate::model::plugin::PluginInfo;
+use crate::model::schema::Schema;
+
+/// The longest effective tool name providers accept.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// The name reserved for Code Mode.
+pub const RESERVED_NAME: &str = "execute";
+
+/// A tool: a description, input and optional output schema, and exactly one
+/// way to execute. Cheap to clone; registries capture it by value.
+#[derive(Clone)]
+pub struct Tool {
+    inner: Arc<ToolInner>,
+}
+
+#[derive(Clone)]
+struct ToolInner {
+    description: String,
+    input: Schema,
+    output: Option<Schema>,
+    executor: Arc<dyn Executor>,
+    budget: Option<Budget>,
+    bounds: Option<OutputBounds>,
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("description", &self.inner.description)
+            .field("provider", &self.provider())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An advertised tool, as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDefinition {
+    /// The effective (normalized) name.
+    pub name: String,
+    /// What the tool does.
+    pub description: String,
+    /// JSON Schema of the input.
+    pub input_schema: Value,
+    /// JSON Schema of the machine output, when the tool has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+}
+
+impl Tool {
+    pub(crate) fn from_parts(
+        description: String,
+        input: Schema,
+        output: Option<Schema>,
+        executor: Arc<dyn Executor>,
+    ) -> Tool {
+        Tool {
+            inner: Arc::new(ToolInner {
+                description,
+                input,
+                output,
+                executor,
+                budget: None,
+                bounds: None,
+            }),
+        }
+    }
+
+    /// A copy of this tool's parts with `change` applied.
+    fn with_inner(self, change: impl FnOnce(&mut ToolInner)) -> Tool {
+        let mut inner = ToolInner::clone(&self.inner);
+        change(&mut inner);
+        Tool {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The same tool with its own budget, overriding the host's default
+    /// (per-call overrides still apply over it).
+    pub fn with_budget(self, budget: Budget) -> Tool {
+        self.with_inner(|i| i.budget = Some(budget))
+    }
+
+    /// The same tool with its own output bounds, overriding the host's.
+    pub fn with_bounds(self, bounds: OutputBounds) -> Tool {
+        self.with_inner(|i| i.bounds = Some(bounds))
+    }
+
+    /// What the tool does.
+    pub fn description(&self) -> &str {
+        &self.inner.description
+    }
+
+    /// The compiled input schema.
+    pub fn input_schema(&self) -> &Schema {
+        &self.inner.input
+    }
+
+    /// The compiled output schema, if the tool has one.
+    pub fn output_schema(&self) -> Option<&Schema> {
+        self.inner.output.as_ref()
+    }
+
+    /// `"native"`, or the name and version of the plugin providing the tool.
+    pub fn provider(&self) -> String {
+        match self.plugin() {
+            None => "native".to_owned(),
+            Some(info) => format!("{} {}", info.name, info.version),
+        }
+    }
+
+    /// The plugin providing this tool, for wasm tools.
+    pub fn plugin(&self) -> Option<&PluginInfo> {
+        self.inner.executor.plugin()
+    }
+
+    pub(crate) fn budget(&self) -> Option<Budget> {
+        self.inner.budget
+    }
+
+    pub(crate) fn bounds(&self) -> Option<OutputBounds> {
+        self.inner.bounds
+    }
+
+    pub(crate) fn executor(&self) -> &dyn Executor {
+        &*self.inner.executor
+    }
+
+    pub(crate) fn definition(&self, name: &str) -> ToolDefinition {
+        ToolDefinition {
+            name: name.to_owned(),
+            description: self.inner.description.clone(),
+            input_schema: self.inner.input.document().clone(),
+            output_schema: self.inner.output.as_ref().map(|s| s.document().clone()),
+        }
+    }
+
+    /// Whether two handles are the same captured tool.
+    pub fn ptr_eq(&self, other: &Tool) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+/// Why a name cannot become an effective tool name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NameError {
+    /// Empty after normalization.
+    #[error(
+        "tool name is empty; give the tool a name of 1-{MAX_NAME_LEN} characters from [A-Za-z0-9_-]"
+    )]
+    Empty,
+    /// Longer than [`MAX_NAME_LEN`].
+    #[error("tool name `{0}` is {1} characters long; shorten it to at most {MAX_NAME_LEN}")]
+    TooLong(String, usize),
+    /// The reserved name.
+    #[error("tool name `{RESERVED_NAME}` is reserved for Code Mode; pick another name")]
+    Reserved,
+}
+
+/// Normalizes an authored name into the effective model-facing name (R1):
+/// every character outside `[A-Za-z0-9_-]` becomes `_`.
+pub fn normalize_name(authored: &str) -> Result<String, NameError> {
+    let name: String = authored
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let len = name.chars().count();
+    if len == 0 {
+        Err(NameError::Empty)
+    } else if len > MAX_NAME_LEN {
+        Err(NameError::TooLong(name, len))
+    } else if name == RESERVED_NAME {
+        Err(NameError::Reserved)
+    } else {
+        Ok(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r01_normalize_replaces_unsupported_characters() {
+        assert_eq!(normalize_name("read.file v2").unwrap(), "read_file_v2");
+        assert_eq!(normalize_name("héllo").unwrap(), "h_llo");
+        assert_eq!(normalize_name("ok-name_1").unwrap(), "ok-name_1");
+        assert_eq!(normalize_name(""), Err(NameError::Empty));
+        assert_eq!(normalize_name("execute"), Err(NameError::Reserved));
+        assert!(matches!(
+            normalize_name(&"a".repeat(65)),
+            Err(NameError::TooLong(_, 65))
+        ));
+        assert_eq!(normalize_name(&"a".repeat(64)).unwrap().len(), 64);
+    }
+}

@@ -1,0 +1,5 @@
+//! What a result shows the model: bounded text (R16) and the full outputs
+//! retained behind it.
+
+pub(crate) mod bound;
+pub(crate) mod retain;

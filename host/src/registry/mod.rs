@@ -1,0 +1,9 @@
+//! The registry: placements, scopes and registrations (R1-R7), and the
+//! snapshot each model request captures (R8-R12). It holds [`Tool`] values
+//! only; it never runs them.
+//!
+//! [`Tool`]: crate::Tool
+
+pub(crate) mod placement;
+pub(crate) mod scope;
+pub(crate) mod snapshot;

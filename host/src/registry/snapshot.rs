@@ -1,0 +1,115 @@
+//! What a location sees: its placement over the application's (R5), the
+//! catalog of every active registration, and the snapshot captured per
+//! model request (R8, R11, R12).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::model::tool::{Tool, ToolDefinition};
+use crate::permission::Rules;
+use crate::registry::placement::{Level, Placement};
+
+/// One active registration of a name, as `toolhost list` shows it.
+#[derive(Debug, Clone)]
+pub struct CatalogEntry {
+    /// The effective name.
+    pub name: String,
+    /// The registered tool.
+    pub tool: Tool,
+    /// The level it is registered at.
+    pub level: Level,
+    /// Its registration's id.
+    pub registration: u64,
+    /// Whether a later registration or a location registration hides it.
+    pub shadowed: bool,
+}
+
+/// The two placements a location sees: its own over the application's.
+#[derive(Debug, Clone)]
+pub(crate) struct Overlay {
+    pub(crate) application: Arc<Placement>,
+    pub(crate) location: Arc<Placement>,
+}
+
+impl Overlay {
+    /// The effective tool for `name`: location first (R5), latest wins (R3).
+    pub(crate) fn effective(&self, name: &str) -> Option<Tool> {
+        self.location
+            .effective(name)
+            .or_else(|| self.application.effective(name))
+            .map(|(_, t)| t)
+    }
+
+    /// Every active registration of every name, sorted by name, with the
+    /// winner first for each name.
+    pub(crate) fn catalog(&self) -> Vec<CatalogEntry> {
+        let mut all: Vec<CatalogEntry> = Vec::new();
+        for placement in [&self.location, &self.application] {
+            let mut listing = placement.listing();
+            listing.reverse();
+            all.extend(
+                listing
+                    .into_iter()
+                    .map(|(registration, name, tool)| CatalogEntry {
+                        name,
+                        tool,
+                        level: placement.level,
+                        registration,
+                        shadowed: false,
+                    }),
+            );
+        }
+        // Stable sort keeps location-before-application and latest-first.
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        for i in 1..all.len() {
+            if all[i].name == all[i - 1].name {
+                all[i].shadowed = true;
+            }
+        }
+        all
+    }
+
+    pub(crate) fn capture(&self, options: &SnapshotOptions) -> CapturedTools {
+        let mut tools = BTreeMap::new();
+        for entry in self.catalog().into_iter().filter(|e| !e.shadowed) {
+            tools.insert(entry.name, entry.tool);
+        }
+        // Visibility only (R12): hidden tools stay captured and callable.
+        let definitions = tools
+            .iter()
+            .filter(|(name, _)| {
+                options
+                    .visibility
+                    .as_ref()
+                    .is_none_or(|r| r.is_visible(name))
+            })
+            .map(|(name, tool)| tool.definition(name))
+            .collect();
+        CapturedTools {
+            definitions,
+            tools,
+            final_step: options.final_step,
+        }
+    }
+}
+
+/// How to take a snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotOptions {
+    /// The agent's final step: keep definitions, reject every call (R11).
+    /// Default: `false`.
+    pub final_step: bool,
+    /// Permission rules used to hide tools from the catalog (R12). A tool is
+    /// hidden when the last rule matching its name with resource `*` denies
+    /// it. Hiding is visibility only: a hidden tool that is called anyway still
+    /// settles. Default: none, everything visible.
+    pub visibility: Option<Rules>,
+}
+
+/// The captured state of a snapshot: definitions plus tools.
+#[derive(Debug, Clone)]
+pub(crate) struct CapturedTools {
+    pub(crate) definitions: Vec<ToolDefinition>,
+    pub(crate) tools: BTreeMap<String, Tool>,
+    pub(crate) final_step: bool,
+}

@@ -1,0 +1,135 @@
+//! Activating a plugin: `activate` runs in an instance of its own, where the
+//! registry import is live, and registers into one scope (R7).
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use wasmtime::Store;
+
+use crate::error::Error;
+use crate::model::outcome::Defect;
+use crate::registry::placement::Placement;
+use crate::registry::scope::Scope;
+use crate::runtime::classify::{Stop, classify};
+use crate::runtime::imports::registry::ActivationState;
+use crate::runtime::invoke::WasmTool;
+use crate::runtime::load::{Plugin, PluginCode};
+use crate::runtime::store::{Role, StoreState};
+
+/// A live activation: the plugin's registrations in one placement. Unloading
+/// (or dropping) it closes every registration it made (R7).
+pub struct Activation {
+    plugin: Plugin,
+    scope: Arc<Scope>,
+    // Kept so the guest's registration handles live as long as the activation.
+    store: Mutex<Option<Store<StoreState>>>,
+}
+
+impl fmt::Debug for Activation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Activation")
+            .field("plugin", &self.plugin.info().name)
+            .field("unloaded", &self.is_unloaded())
+            .finish()
+    }
+}
+
+impl Activation {
+    /// Runs the plugin's `activate` under its budget, registering into
+    /// `placement`. On failure everything it registered is closed again.
+    pub(crate) async fn start(
+        plugin: &Plugin,
+        placement: Arc<Placement>,
+    ) -> Result<Activation, Error> {
+        let code = &plugin.code;
+        let scope = Arc::new(Scope::new(placement));
+        let tools_of = code.clone();
+        let state = ActivationState {
+            scope: scope.clone(),
+            activating: true,
+            executor: Box::new(move |name| {
+                Arc::new(WasmTool {
+                    plugin: tools_of.clone(),
+                    name: name.to_owned(),
+                })
+            }),
+            budget: code.budget,
+            bounds: code.bounds,
+        };
+        let mut store = code.store(&code.budget, Role::Activation(state))?;
+        let result = run_activate(code, &mut store).await;
+        if let Some(a) = store.data_mut().activation.as_mut() {
+            a.activating = false;
+        }
+        match result {
+            Ok(()) => Ok(Activation {
+                plugin: plugin.clone(),
+                scope,
+                store: Mutex::new(Some(store)),
+            }),
+            Err(e) => {
+                scope.close();
+                Err(e)
+            }
+        }
+    }
+
+    /// The activated plugin.
+    pub fn plugin(&self) -> &Plugin {
+        &self.plugin
+    }
+
+    /// Closes every registration of this activation and drops its instance.
+    /// Calls already captured in snapshots still run (R9). Idempotent.
+    pub fn unload(&self) {
+        self.scope.close();
+        self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    /// Whether it has been unloaded.
+    pub fn is_unloaded(&self) -> bool {
+        self.scope.is_closed()
+    }
+}
+
+impl Drop for Activation {
+    fn drop(&mut self) {
+        self.unload();
+    }
+}
+
+/// Instantiates the plugin and calls `activate` within its deadline.
+async fn run_activate(code: &PluginCode, store: &mut Store<StoreState>) -> Result<(), Error> {
+    let run = async {
+        let instance = code.pre.instantiate_async(&mut *store).await?;
+        instance
+            .toolhost_plugin_plugin()
+            .call_activate(&mut *store, &code.config)
+            .await
+    };
+    let plugin = || code.info.name.clone();
+    match tokio::time::timeout(code.budget.timeout, run).await {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(message))) => Err(Error::Activation {
+            plugin: plugin(),
+            message,
+        }),
+        Ok(Err(e)) => Err(match classify(&e, store, code.max_instances) {
+            Stop::Fuel => Error::ActivationInterrupted {
+                plugin: plugin(),
+                limit: "fuel",
+            },
+            Stop::Defect(kind) => Error::Defect(Defect {
+                plugin: plugin(),
+                version: code.info.version.clone(),
+                tool: "activate".into(),
+                kind,
+            }),
+            Stop::HostFault(fault) => Error::Fault(fault),
+        }),
+        Err(_) => Err(Error::ActivationInterrupted {
+            plugin: plugin(),
+            limit: "deadline",
+        }),
+    }
+}

@@ -1,0 +1,38 @@
+//! Host implementations of the world's imports, one interface per file, each
+//! on the narrow part of the store state it needs.
+
+pub(crate) mod call;
+pub(crate) mod registry;
+
+use wasmtime::component::{HasData, Linker};
+
+use crate::runtime::bindings::toolhost::plugin as wit;
+use crate::runtime::store::StoreState;
+
+struct RegistryData;
+impl HasData for RegistryData {
+    type Data<'a> = registry::RegistryImport<'a>;
+}
+
+struct CallData;
+impl HasData for CallData {
+    type Data<'a> = call::CallImport<'a>;
+}
+
+fn registry_view(state: &mut StoreState) -> registry::RegistryImport<'_> {
+    registry::RegistryImport {
+        table: &mut state.table,
+        activation: state.activation.as_mut(),
+    }
+}
+
+/// Adds WASI (p2) and the Toolhost imports to `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wit::types::add_to_linker::<StoreState, RegistryData>(linker, registry_view)?;
+    wit::registry::add_to_linker::<StoreState, RegistryData>(linker, registry_view)?;
+    wit::call::add_to_linker::<StoreState, CallData>(linker, |s| call::CallImport {
+        call: s.call.as_mut(),
+    })?;
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! Invoking a wasm tool: a fresh instance per call (R21), fuel that yields
+//! so cancellation and the deadline stop even a spinning guest (R22),
+//! budgets and usage (R23).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::SemaphorePermit;
+use wasmtime::Store;
+
+use crate::model::budget::{Limit, Usage};
+use crate::model::content::{ContentPart, ToolFailure, ToolResponse};
+use crate::model::execution::{Ended, Execution, ExecutionFuture, Executor, Invocation};
+use crate::model::outcome::{DefectKind, FaultKind, HostFault, Interruption, Logs};
+use crate::model::plugin::PluginInfo;
+use crate::runtime::bindings::toolhost::plugin::types as wit;
+use crate::runtime::classify::{Stop, classify};
+use crate::runtime::imports::call::CallState;
+use crate::runtime::load::PluginCode;
+use crate::runtime::store::{Role, StoreState};
+
+/// A tool a plugin registered: the plugin's code and the authored name.
+pub(crate) struct WasmTool {
+    pub(crate) plugin: Arc<PluginCode>,
+    pub(crate) name: String,
+}
+
+impl Executor for WasmTool {
+    fn execute<'a>(&'a self, invocation: Invocation<'a>) -> ExecutionFuture<'a> {
+        Box::pin(self.run(invocation))
+    }
+
+    fn plugin(&self) -> Option<&PluginInfo> {
+        Some(&self.plugin.info)
+    }
+}
+
+/// What the guest's `execute` returned, or how it stopped.
+type Raced = Result<wasmtime::Result<Result<wit::ToolResponse, wit::ToolFailure>>, Interruption>;
+
+impl WasmTool {
+    async fn run(&self, inv: Invocation<'_>) -> Execution {
+        let _permit = match self.slot(&inv).await {
+            Ok(permit) => permit,
+            Err(i) => return Execution::early(Ended::Interrupted(i), inv.started),
+        };
+        let state = CallState {
+            context: inv.context.clone(),
+            tool: inv.tool_name.to_owned(),
+            progress: inv.progress.clone(),
+            policy: self.plugin.policy.clone(),
+            config: self.plugin.config.clone(),
+        };
+        let mut store = match self.plugin.store(&inv.budget, Role::Call(state)) {
+            Ok(store) => store,
+            Err(e) => {
+                let fault = HostFault::new(
+                    FaultKind::Setup,
+                    format!("cannot set up the call of `{}`: {e}", inv.tool_name),
+                );
+                return Execution::early(Ended::HostFault(fault), inv.started);
+            }
+        };
+        let raced = self.race(&mut store, &inv).await;
+        let mut warnings = Vec::new();
+        let ended = self.ended(raced, &store, &mut warnings);
+        let usage = usage(&store, &inv, &ended);
+        let logs = take_logs(store.data());
+        // The store, trapped or not, is dropped here: never reused (R21).
+        drop(store);
+        Execution {
+            ended,
+            usage,
+            logs,
+            warnings,
+        }
+    }
+
+    /// Waits for one of the plugin's slots (a bounded queue), giving up on
+    /// cancellation or at the deadline: queueing counts against it.
+    async fn slot(&self, inv: &Invocation<'_>) -> Result<SemaphorePermit<'_>, Interruption> {
+        tokio::select! {
+            biased;
+            () = inv.cancel.cancelled() => Err(Interruption::Cancelled),
+            () = tokio::time::sleep_until(inv.deadline.into()) => Err(Interruption::Deadline),
+            permit = self.plugin.slots.acquire() => permit.map_err(|_| Interruption::Cancelled),
+        }
+    }
+
+    /// Instantiates and calls the guest, racing cancellation and the deadline.
+    async fn race(&self, store: &mut Store<StoreState>, inv: &Invocation<'_>) -> Raced {
+        let context = wit::CallContext {
+            session_id: inv.context.session_id.clone(),
+            agent: inv.context.agent.clone(),
+            message_id: inv.context.message_id.clone(),
+            call_id: inv.context.call_id.clone(),
+        };
+        let run = async {
+            let instance = self.plugin.pre.instantiate_async(&mut *store).await?;
+            instance
+                .toolhost_plugin_plugin()
+                .call_execute(&mut *store, &self.name, inv.input_text, &context)
+                .await
+        };
+        tokio::select! {
+            biased;
+            () = inv.cancel.cancelled() => Err(Interruption::Cancelled),
+            () = tokio::time::sleep_until(inv.deadline.into()) => Err(Interruption::Deadline),
+            r = run => Ok(r),
+        }
+    }
+
+    fn ended(&self, raced: Raced, store: &Store<StoreState>, warnings: &mut Vec<String>) -> Ended {
+        match raced {
+            Err(i) => Ended::Interrupted(i),
+            Ok(Ok(Ok(response))) => match convert(response, warnings) {
+                Ok(r) => Ended::Response(r),
+                Err(kind) => Ended::Defect(kind),
+            },
+            Ok(Ok(Err(failure))) => Ended::ToolFailure(ToolFailure {
+                message: failure.message,
+                metadata: parse_metadata(failure.metadata, warnings),
+            }),
+            Ok(Err(e)) => match classify(&e, store, self.plugin.max_instances) {
+                Stop::Fuel => Ended::Interrupted(Interruption::Fuel),
+                Stop::Defect(kind) => Ended::Defect(kind),
+                Stop::HostFault(fault) => Ended::HostFault(fault),
+            },
+        }
+    }
+}
+
+fn usage(store: &Store<StoreState>, inv: &Invocation<'_>, ended: &Ended) -> Usage {
+    let tripped = match ended {
+        Ended::Interrupted(Interruption::Fuel) => Some(Limit::Fuel),
+        Ended::Interrupted(Interruption::Deadline) => Some(Limit::Deadline),
+        Ended::Defect(DefectKind::MemoryLimit(_)) => Some(Limit::Memory),
+        _ => None,
+    };
+    Usage {
+        fuel_used: inv
+            .budget
+            .fuel
+            .saturating_sub(store.get_fuel().unwrap_or(0)),
+        wall_time: inv.started.elapsed(),
+        peak_memory: store.data().limiter.peak,
+        tripped,
+    }
+}
+
+fn take_logs(state: &StoreState) -> Logs {
+    let (stdout, d1) = state.stdout.take();
+    let (stderr, d2) = state.stderr.take();
+    Logs {
+        stdout,
+        stderr,
+        dropped_bytes: d1 + d2,
+    }
+}
+
+/// Metadata that is not JSON is dropped with a warning (R17); settlement
+/// checks the rest.
+fn parse_metadata(text: Option<String>, warnings: &mut Vec<String>) -> Option<Value> {
+    let text = text?;
+    match serde_json::from_str(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            warnings.push(format!("metadata dropped: not valid JSON ({e})"));
+            None
+        }
+    }
+}
+
+/// Turns the guest's response into host values. Output that is not JSON is
+/// a contract violation: the guest promised JSON text.
+fn convert(r: wit::ToolResponse, warnings: &mut Vec<String>) -> Result<ToolResponse, DefectKind> {
+    let output = r
+        .output
+        .map(|text| serde_json::from_str(&text))
+        .transpose()
+        .map_err(|e| DefectKind::Contract(format!("output is not valid JSON text: {e}")))?;
+    let content = r.content.map(|parts| {
+        parts
+            .into_iter()
+            .map(|p| match p {
+                wit::ContentPart::Text(text) => ContentPart::Text { text },
+                wit::ContentPart::Media(m) => ContentPart::Media {
+                    mime_type: m.mime_type,
+                    data: m.data,
+                    name: m.name,
+                },
+            })
+            .collect()
+    });
+    Ok(ToolResponse {
+        output,
+        content,
+        metadata: parse_metadata(r.metadata, warnings),
+    })
+}

@@ -1,0 +1,283 @@
+//! Loading a plugin: read it under a bound, check it is a component of our
+//! world, compile it off the async workers (or take it from the compile
+//! cache) and link it.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use wasmtime::Store;
+use wasmtime::component::Component;
+
+use crate::error::{Error, LoadError};
+use crate::model::budget::{Budget, BudgetOverrides, OutputBounds};
+use crate::model::plugin::PluginInfo;
+use crate::permission::{Policy, Rules};
+use crate::runtime::bindings::{ToolPluginPre, WIT_PACKAGE, WIT_VERSION};
+use crate::runtime::engine::Runtime;
+use crate::runtime::grants::Grants;
+use crate::runtime::store::{Role, StoreState, new_store};
+
+/// The first bytes of every WebAssembly binary.
+const WASM_MAGIC: &[u8; 4] = b"\0asm";
+
+/// How to load a plugin. Every capability starts denied.
+#[derive(Debug, Clone)]
+pub struct PluginOptions {
+    /// Name to report. Default: the file stem.
+    pub name: Option<String>,
+    /// Version to report. Default: `blake3:` plus 12 hex digits of the hash.
+    pub version: Option<String>,
+    /// JSON passed to `activate`. Default: `{}`.
+    pub config: Value,
+    /// Budget overrides for this plugin's calls. Default: the host's budget.
+    pub overrides: BudgetOverrides,
+    /// Calls of this plugin in flight at once. Default: the host's
+    /// concurrency ([`crate::DEFAULT_CONCURRENCY`]).
+    pub concurrency: Option<usize>,
+    /// WASI capabilities. Default: none.
+    pub grants: Grants,
+    /// Permission rules added after the host's. Default: none.
+    pub rules: Rules,
+    /// Output bounds for this plugin's tools. Default: the host's bounds.
+    pub bounds: Option<OutputBounds>,
+}
+
+impl Default for PluginOptions {
+    fn default() -> Self {
+        PluginOptions {
+            name: None,
+            version: None,
+            config: Value::Object(Default::default()),
+            overrides: BudgetOverrides::default(),
+            concurrency: None,
+            grants: Grants::default(),
+            rules: Rules::default(),
+            bounds: None,
+        }
+    }
+}
+
+/// What a plugin inherits from its host unless its options say otherwise.
+#[derive(Debug, Clone)]
+pub(crate) struct PluginDefaults {
+    pub(crate) budget: Budget,
+    pub(crate) concurrency: usize,
+    pub(crate) policy: Policy,
+}
+
+/// Everything a call of the plugin needs: compiled code and settings.
+pub(crate) struct PluginCode {
+    pub(crate) info: PluginInfo,
+    pub(crate) engine: wasmtime::Engine,
+    pub(crate) pre: ToolPluginPre<StoreState>,
+    pub(crate) budget: Budget,
+    pub(crate) bounds: Option<OutputBounds>,
+    pub(crate) grants: Grants,
+    pub(crate) policy: Policy,
+    /// Calls in flight: a bounded queue per plugin.
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) config: Arc<str>,
+    /// Instance slots of the whole host, for the pool-exhaustion message.
+    pub(crate) max_instances: u32,
+}
+
+impl PluginCode {
+    /// A fresh store for this plugin under `budget`, with its grants.
+    pub(crate) fn store(&self, budget: &Budget, role: Role) -> Result<Store<StoreState>, Error> {
+        new_store(&self.engine, &self.grants, budget, role)
+    }
+}
+
+/// A compiled, linked plugin, ready to activate. Cheap to clone.
+#[derive(Clone)]
+pub struct Plugin {
+    pub(crate) code: Arc<PluginCode>,
+}
+
+impl fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Plugin").field(&self.code.info).finish()
+    }
+}
+
+impl Plugin {
+    /// Its identity.
+    pub fn info(&self) -> &PluginInfo {
+        &self.code.info
+    }
+
+    /// The budget its calls run under, before per-call overrides.
+    pub fn budget(&self) -> Budget {
+        self.code.budget
+    }
+}
+
+/// Loads plugins into one engine with the host's defaults.
+pub(crate) struct Loader {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) defaults: PluginDefaults,
+}
+
+impl Loader {
+    /// Reads, checks and compiles the plugin at `path` on a blocking thread,
+    /// so a long compile never stalls the async workers, and links it.
+    pub(crate) async fn load(&self, path: &Path, options: &PluginOptions) -> Result<Plugin, Error> {
+        load(&self.runtime, &self.defaults, path, options).await
+    }
+}
+
+async fn load(
+    runtime: &Arc<Runtime>,
+    defaults: &PluginDefaults,
+    path: &Path,
+    options: &PluginOptions,
+) -> Result<Plugin, Error> {
+    let compiled = {
+        let runtime = runtime.clone();
+        let path = path.to_owned();
+        tokio::task::spawn_blocking(move || compile(&runtime, &path))
+            .await
+            .map_err(|e| Error::Engine(format!("the compile task failed: {e}")))??
+    };
+    let config =
+        serde_json::to_string(&options.config).map_err(|e| Error::Config(e.to_string()))?;
+    let info = PluginInfo {
+        name: options.name.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
+        }),
+        version: options
+            .version
+            .clone()
+            .unwrap_or_else(|| format!("blake3:{}", &compiled.digest[..12])),
+        path: path.to_owned(),
+        digest: compiled.digest,
+        from_cache: compiled.from_cache,
+    };
+    Ok(Plugin {
+        code: Arc::new(PluginCode {
+            info,
+            engine: runtime.engine.clone(),
+            pre: compiled.pre,
+            budget: defaults.budget.with(&options.overrides),
+            bounds: options.bounds,
+            grants: options.grants.clone(),
+            policy: defaults.policy.with_rules(&options.rules),
+            slots: Arc::new(Semaphore::new(
+                options.concurrency.unwrap_or(defaults.concurrency).max(1),
+            )),
+            config: config.into(),
+            max_instances: runtime.max_instances,
+        }),
+    })
+}
+
+/// A checked, compiled and linked component.
+struct Compiled {
+    pre: ToolPluginPre<StoreState>,
+    digest: String,
+    from_cache: bool,
+}
+
+fn compile(runtime: &Runtime, path: &Path) -> Result<Compiled, LoadError> {
+    let wasm = std::fs::read(path).map_err(|source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    check_header(path, &wasm)?;
+    let (component, from_cache) = runtime.compile(&wasm).map_err(|e| LoadError::Invalid {
+        path: path.to_owned(),
+        reason: format!("{e:#}"),
+    })?;
+    check_world(path, &runtime.engine, &component)?;
+    Ok(Compiled {
+        pre: link(runtime, path, &component)?,
+        digest: blake3::hash(&wasm).to_hex().to_string(),
+        from_cache,
+    })
+}
+
+fn link(
+    runtime: &Runtime,
+    path: &Path,
+    component: &Component,
+) -> Result<ToolPluginPre<StoreState>, LoadError> {
+    let pre = runtime
+        .linker
+        .instantiate_pre(component)
+        .map_err(|e| LoadError::Link {
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        })?;
+    ToolPluginPre::new(pre).map_err(|e| LoadError::WrongWorld {
+        path: path.to_owned(),
+        exports: format!("{e:#}"),
+    })
+}
+
+/// Tells a core module or a random file from a component before compiling.
+fn check_header(path: &Path, wasm: &[u8]) -> Result<(), LoadError> {
+    let path = path.to_owned();
+    match wasm.get(..8) {
+        Some(h) if &h[..4] == WASM_MAGIC => match h[6..8] {
+            // Layer 1 is a component; layer 0 a core module.
+            [1, 0] => Ok(()),
+            [0, 0] => Err(LoadError::CoreModule { path }),
+            _ => Err(LoadError::Invalid {
+                path,
+                reason: "unknown WebAssembly binary layer".into(),
+            }),
+        },
+        _ => Err(LoadError::NotWasm { path }),
+    }
+}
+
+/// Checks the component's `toolhost:plugin` interfaces: their version first
+/// (so an incompatible plugin gets a clear message), then the export.
+fn check_world(
+    path: &Path,
+    engine: &wasmtime::Engine,
+    component: &Component,
+) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    let imports = ty.imports(engine).map(|(n, _)| n.to_owned());
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+    let compatible = |version: &str| {
+        let major_minor = WIT_VERSION
+            .rsplit_once('.')
+            .map_or(WIT_VERSION, |(mm, _)| mm);
+        version
+            .strip_prefix(major_minor)
+            .is_some_and(|rest| rest.starts_with('.'))
+    };
+    let prefix = format!("{WIT_PACKAGE}/");
+    for name in imports.chain(exports.iter().cloned()) {
+        if let Some(rest) = name.strip_prefix(&prefix) {
+            let version = rest.split_once('@').map_or("", |(_, v)| v);
+            if !compatible(version) {
+                return Err(LoadError::IncompatibleVersion {
+                    path: path.to_owned(),
+                    found: name,
+                    expected: WIT_VERSION,
+                });
+            }
+        }
+    }
+    if !exports
+        .iter()
+        .any(|e| e.starts_with(&format!("{prefix}plugin@")))
+    {
+        return Err(LoadError::WrongWorld {
+            path: path.to_owned(),
+            exports: if exports.is_empty() {
+                "nothing".into()
+            } else {
+                exports.join(", ")
+            },
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! The state of one store: an activation's or a call's, never both, and the
+//! memory limiter every store runs under.
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::error::Error;
+use crate::model::budget::{Budget, FUEL_YIELD_INTERVAL};
+use crate::runtime::grants::Grants;
+use crate::runtime::imports::call::CallState;
+use crate::runtime::imports::registry::ActivationState;
+use crate::runtime::stdio::LogBuffer;
+
+/// Table elements a guest may have: ample for real programs' function tables.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// Data of a store. `activation` is set only in an activation's store and
+/// `call` only in a call's, so each import is live only where it belongs.
+pub(crate) struct StoreState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) stdout: LogBuffer,
+    pub(crate) stderr: LogBuffer,
+    pub(crate) activation: Option<ActivationState>,
+    pub(crate) call: Option<CallState>,
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Which role a new store plays.
+pub(crate) enum Role {
+    Activation(ActivationState),
+    Call(CallState),
+}
+
+/// A fresh store under `budget`, holding exactly `grants`.
+pub(crate) fn new_store(
+    engine: &Engine,
+    grants: &Grants,
+    budget: &Budget,
+    role: Role,
+) -> Result<Store<StoreState>, Error> {
+    let stdout = LogBuffer::default();
+    let stderr = LogBuffer::default();
+    let wasi = grants.wasi_ctx(&stdout, &stderr)?;
+    let (activation, call) = match role {
+        Role::Activation(a) => (Some(a), None),
+        Role::Call(c) => (None, Some(c)),
+    };
+    let state = StoreState {
+        wasi,
+        table: ResourceTable::new(),
+        limiter: MemoryLimiter::new(budget.memory),
+        stdout,
+        stderr,
+        activation,
+        call,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_fuel(budget.fuel).map_err(Error::engine)?;
+    store
+        .fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))
+        .map_err(Error::engine)?;
+    Ok(store)
+}
+
+/// Enforces the memory limit and records the peak, per store.
+#[derive(Debug)]
+pub(crate) struct MemoryLimiter {
+    pub(crate) limit: u64,
+    pub(crate) peak: u64,
+    pub(crate) tripped: bool,
+}
+
+impl MemoryLimiter {
+    pub(crate) fn new(limit: u64) -> Self {
+        MemoryLimiter {
+            limit,
+            peak: 0,
+            tripped: false,
+        }
+    }
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let desired = desired as u64;
+        if desired > self.limit {
+            self.tripped = true;
+            return Ok(false);
+        }
+        self.peak = self.peak.max(desired);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}

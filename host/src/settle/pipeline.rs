@@ -1,0 +1,44 @@
+//! The settlement pipeline's host-wide settings, and what a settlement
+//! collects on the way.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::model::budget::{Budget, OutputBounds, Usage};
+use crate::model::event::EventSink;
+use crate::model::hook::AfterHook;
+use crate::model::outcome::Logs;
+use crate::output::retain::OutputStore;
+
+/// The largest partial-progress snapshot kept on an error outcome (R19).
+pub const MAX_PARTIAL_BYTES: usize = 16 << 10;
+
+/// Host-wide settings of the settlement pipeline.
+pub(crate) struct Pipeline {
+    /// The budget of tools that carry none of their own (native tools).
+    pub(crate) budget: Budget,
+    /// The bounds of tools that carry none of their own.
+    pub(crate) bounds: OutputBounds,
+    /// Where oversized outputs are retained; why not, if it cannot be used.
+    pub(crate) outputs: Result<OutputStore, String>,
+    pub(crate) sink: Option<Arc<dyn EventSink>>,
+    pub(crate) hooks: Vec<Arc<dyn AfterHook>>,
+}
+
+impl fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("budget", &self.budget)
+            .field("bounds", &self.bounds)
+            .field("hooks", &self.hooks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What settlement collects besides the outcome.
+#[derive(Default)]
+pub(crate) struct Record {
+    pub(crate) usage: Usage,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) logs: Logs,
+}

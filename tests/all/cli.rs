@@ -1,0 +1,479 @@
+//! The `toolhost` CLI end to end: output, `--json` and exit codes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::{
+    BULK_OUTPUT, CHAOS, FS_TOOLS, FUTURE_VERSION, OTHER_WORLD, SEARCH_ONE, SEARCH_TWO, TEXT_TOOLS,
+};
+
+/// Runs `toolhost` with a private compile cache and output directory.
+fn toolhost(args: &[&str], dirs: &tempfile::TempDir) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(args)
+        .env("TOOLHOST_CACHE_DIR", dirs.path().join("cache"))
+        .arg("--output-dir")
+        .arg(dirs.path().join("outputs"))
+        .output()
+        .expect("runs toolhost")
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let dirs = tempfile::tempdir().unwrap();
+    let out = toolhost(args, &dirs);
+    (
+        out.status.code().expect("exited"),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn list_shows_every_tool_with_description_and_input_schema() {
+    let (code, stdout, stderr) = run(&["list", TEXT_TOOLS]);
+    assert_eq!(code, 0, "{stderr}");
+    for tool in ["echo", "word_count", "regex_search"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(tool) && l.contains("text_tools")),
+            "{tool}:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains(r#"input: {"#), "{stdout}");
+    assert!(stdout.contains(r#""message""#), "{stdout}");
+
+    let (code, stdout, _) = run(&["list", "--json", TEXT_TOOLS]);
+    assert_eq!(code, 0);
+    let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 3);
+    assert_eq!(rows[0]["name"], "echo");
+    assert_eq!(
+        rows[0]["input_schema"]["properties"]["message"]["type"],
+        "string"
+    );
+    assert!(!rows[0]["description"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn list_shows_which_plugin_wins_and_which_is_shadowed() {
+    let (code, stdout, stderr) = run(&["list", SEARCH_ONE, SEARCH_TWO]);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("search")).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(
+        lines[0].contains("search_two") && !lines[0].contains("(shadowed)"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].contains("search_one") && lines[1].contains("(shadowed)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn call_prints_the_content_and_exits_zero() {
+    let (code, stdout, stderr) =
+        run(&["call", TEXT_TOOLS, "echo", "--input", r#"{"message":"hi"}"#]);
+    assert_eq!((code, stdout.as_str()), (0, "hi\n"), "{stderr}");
+
+    let (code, stdout, _) = run(&[
+        "call",
+        "--json",
+        TEXT_TOOLS,
+        "echo",
+        "--input",
+        r#"{"message":"hi"}"#,
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["output"], serde_json::json!({"message": "hi"}));
+    assert_eq!(v["content"][0]["text"], "hi");
+    assert!(v["usage"]["fuel_used"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn call_reads_input_from_stdin() {
+    let dirs = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["call", TEXT_TOOLS, "word_count", "--input", "-", "--json"])
+        .env("TOOLHOST_CACHE_DIR", dirs.path().join("cache"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"text":"one two\nthree"}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["output"]["words"], 3);
+    assert_eq!(v["output"]["lines"], 2);
+}
+
+#[test]
+fn invalid_input_exits_one_naming_the_json_path() {
+    let (code, stdout, stderr) = run(&["call", TEXT_TOOLS, "echo", "--input", r#"{"message":42}"#]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stderr.contains("/message"), "{stderr}");
+    assert!(stderr.contains("call the tool again"), "{stderr}");
+
+    let (code, stdout, _) = run(&["call", "--json", TEXT_TOOLS, "echo", "--input", "{oops"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (v["status"].as_str(), v["kind"].as_str()),
+        (Some("error"), Some("malformed_input"))
+    );
+}
+
+#[test]
+fn bad_plugin_files_are_one_line_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.wasm");
+    std::fs::write(&text, "hello").unwrap();
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let empty_component = dir.path().join("empty.wasm");
+    std::fs::write(&empty_component, b"\0asm\x0d\0\x01\0").unwrap();
+    let missing = dir.path().join("missing.wasm");
+    let cases = [
+        (missing.as_path(), "cannot read plugin"),
+        (text.as_path(), "is not a WebAssembly file"),
+        (
+            core.as_path(),
+            "is a core WebAssembly module, not a component",
+        ),
+        (empty_component.as_path(), "is not a Toolhost plugin"),
+        (Path::new(OTHER_WORLD), "is not a Toolhost plugin"),
+        (
+            Path::new(FUTURE_VERSION),
+            "was built for toolhost:plugin/plugin@0.2.0",
+        ),
+    ];
+    for (path, expected) in cases {
+        let (code, stdout, stderr) = run(&["list", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{}: {stderr}", path.display());
+        assert!(stdout.is_empty());
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(expected),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("backtrace"),
+            "{stderr}"
+        );
+    }
+    let (code, _, stderr) = run(&["call", TEXT_TOOLS]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn an_infinite_loop_with_a_timeout_exits_three() {
+    let (code, _, stderr) = run(&["call", CHAOS, "spin_forever", "--timeout", "200ms"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("interrupted: deadline exceeded"),
+        "{stderr}"
+    );
+    let (code, stdout, _) = run(&["call", "--json", CHAOS, "spin_forever", "--fuel", "1000000"]);
+    assert_eq!(code, 3);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (v["status"].as_str(), v["reason"].as_str()),
+        (Some("interrupted"), Some("fuel"))
+    );
+}
+
+#[test]
+fn a_memory_bomb_exits_four_naming_the_memory_limit() {
+    let (code, _, stderr) = run(&[
+        "call",
+        CHAOS,
+        "allocate",
+        "--input",
+        r#"{"mib":64}"#,
+        "--memory",
+        "16MiB",
+    ]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("memory limit of 16 MiB"), "{stderr}");
+    assert!(stderr.contains("chaos"), "{stderr}");
+    let (code, _, stderr) = run(&["call", CHAOS, "panic"]);
+    assert_eq!(code, 4);
+    assert!(stderr.contains("chaos: deliberate panic"), "{stderr}");
+}
+
+#[test]
+fn big_output_is_previewed_and_retained_byte_for_byte() {
+    let dirs = tempfile::tempdir().unwrap();
+    let out = toolhost(
+        &[
+            "call",
+            "--json",
+            BULK_OUTPUT,
+            "generate",
+            "--input",
+            r#"{"bytes":10000000}"#,
+        ],
+        &dirs,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let preview = v["content"][0]["text"].as_str().unwrap();
+    assert!(preview.len() <= 51_200);
+    let path = v["retained"][0]["path"].as_str().unwrap();
+    assert!(Path::new(path).starts_with(dirs.path().join("outputs")));
+    let full = std::fs::read_to_string(path).unwrap();
+    assert_eq!(full.len(), 10_000_000);
+    let reference = v["retained"][0]["reference"].as_str().unwrap();
+    assert!(preview.contains(reference));
+    let head = preview.split("[... ").next().unwrap();
+    assert!(full.starts_with(head));
+}
+
+#[test]
+fn compile_fills_the_cache_and_the_second_load_uses_it() {
+    let dirs = tempfile::tempdir().unwrap();
+    let first = toolhost(&["compile", TEXT_TOOLS, CHAOS], &dirs);
+    assert_eq!(first.status.code(), Some(0));
+    let stdout = String::from_utf8(first.stdout).unwrap();
+    assert_eq!(stdout.matches("compiled").count(), 2, "{stdout}");
+    let second = toolhost(&["compile", "--json", TEXT_TOOLS, CHAOS], &dirs);
+    let v: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert!(
+        v.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["from_cache"] == true),
+        "{v}"
+    );
+    // A corrupt entry is detected and rebuilt, never trusted.
+    for entry in std::fs::read_dir(dirs.path().join("cache")).unwrap() {
+        let path = entry.unwrap().path();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n / 2] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let third = toolhost(&["compile", "--json", TEXT_TOOLS], &dirs);
+    let v: serde_json::Value = serde_json::from_slice(&third.stdout).unwrap();
+    assert_eq!(v[0]["from_cache"], false);
+    let (code, stdout, _) = run(&["call", TEXT_TOOLS, "echo", "--input", r#"{"message":"ok"}"#]);
+    assert_eq!((code, stdout.as_str()), (0, "ok\n"));
+}
+
+#[test]
+fn writes_needing_permission_are_denied_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let grant = format!("{}::/work", dir.path().display());
+    let input = r#"{"path":"/work/out.txt","content":"data"}"#;
+    let (code, _, stderr) = run(&[
+        "call",
+        FS_TOOLS,
+        "write_file",
+        "--input",
+        input,
+        "--dir-rw",
+        &grant,
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("Permission denied: edit /work/out.txt"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("out.txt").exists());
+    let (code, _, stderr) = run(&[
+        "call",
+        FS_TOOLS,
+        "write_file",
+        "--input",
+        input,
+        "--dir-rw",
+        &grant,
+        "--allow",
+        "edit:/work/*",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
+        "data"
+    );
+    std::fs::remove_file(dir.path().join("out.txt")).unwrap();
+    let (code, _, stderr) = run(&[
+        "call",
+        FS_TOOLS,
+        "write_file",
+        "--input",
+        input,
+        "--dir-rw",
+        &grant,
+        "--yes",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    // A read-only grant refuses the write even when allowed.
+    let ro = format!("{}::/work", dir.path().display());
+    let (code, _, _) = run(&[
+        "call",
+        FS_TOOLS,
+        "write_file",
+        "--input",
+        input,
+        "--dir",
+        &ro,
+        "--yes",
+    ]);
+    assert_eq!(code, 1);
+}
+
+/// The example plugins' manifests, relative to the workspace root.
+fn example_manifests() -> Vec<std::path::PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    [
+        "text-tools",
+        "bulk-output",
+        "chaos",
+        "fs-tools",
+        "fixtures/search-one",
+        "fixtures/search-two",
+    ]
+    .iter()
+    .map(|p| root.join("example-plugins").join(p).join("toolhost.toml"))
+    .collect()
+}
+
+#[test]
+fn check_passes_on_every_example_plugin() {
+    let manifests = example_manifests();
+    let args: Vec<&str> = std::iter::once("check")
+        .chain(manifests.iter().map(|m| m.to_str().unwrap()))
+        .collect();
+    let (code, stdout, stderr) = run(&args);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+    assert!(
+        stdout.contains("ok   text-tools: echo returns the message"),
+        "{stdout}"
+    );
+    assert!(stdout.trim_end().ends_with(" passed, 0 failed"), "{stdout}");
+}
+
+#[test]
+fn check_fails_clearly_on_a_sample_expecting_the_wrong_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples.toml");
+    std::fs::write(
+        &samples,
+        "[[sample]]\nname = \"echo is wrongly expected to fail\"\ntool = \"echo\"\ninput = { message = \"hi\" }\nstatus = \"error\"\n\n[[sample]]\nname = \"echo output\"\ntool = \"echo\"\ninput = { message = \"hi\" }\nstatus = \"completed\"\noutput = { message = \"bye\" }\n",
+    )
+    .unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!("path = {TEXT_TOOLS:?}\nsamples = \"samples.toml\"\n"),
+    )
+    .unwrap();
+    let (code, stdout, _) = run(&["check", manifest.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("FAIL text_tools: echo is wrongly expected to fail: expected status error, got completed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#"FAIL text_tools: echo output: expected output {"message":"bye"}, got {"message":"hi"}"#),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 passed, 2 failed"), "{stdout}");
+}
+
+#[test]
+fn manifests_with_unknown_keys_are_usage_errors_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!("path = {TEXT_TOOLS:?}\n[limits]\ntimeuot = \"1s\"\n"),
+    )
+    .unwrap();
+    let (code, _, stderr) = run(&["list", manifest.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("timeuot") && stderr.contains("line 3"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn progress_is_printed_as_json_lines_with_json() {
+    let (code, stdout, stderr) = run(&[
+        "call",
+        "--json",
+        BULK_OUTPUT,
+        "generate",
+        "--input",
+        r#"{"bytes":3000000}"#,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let progress: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(progress.len() >= 2, "{stderr}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["event"] == "progress" && p["tool"] == "generate")
+    );
+    let outcome: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(outcome["status"], "completed");
+}
+
+#[test]
+fn verbose_shows_captured_guest_output_and_env_grants_reach_the_guest() {
+    let input = r#"{"stdout":"out-text","stderr":"err-text"}"#;
+    let (code, stdout, stderr) = run(&["call", CHAOS, "print", "--input", input, "--verbose"]);
+    assert_eq!((code, stdout.as_str()), (0, "printed\n"), "{stderr}");
+    assert!(
+        stderr.contains("--- guest stdout ---\nout-text"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--- guest stderr ---\nerr-text"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("usage: fuel "), "{stderr}");
+    // Without --verbose the guest's output stays out of the way.
+    let (_, _, stderr) = run(&["call", CHAOS, "print", "--input", input]);
+    assert!(!stderr.contains("out-text"), "{stderr}");
+
+    let (code, stdout, _) = run(&[
+        "call",
+        "--json",
+        CHAOS,
+        "read_env",
+        "--input",
+        r#"{"name":"MODE"}"#,
+        "--env",
+        "MODE=test",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["output"]["value"], "test");
+    let (_, stdout, _) = run(&[
+        "call",
+        "--json",
+        CHAOS,
+        "read_env",
+        "--input",
+        r#"{"name":"MODE"}"#,
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["output"]["value"], serde_json::Value::Null);
+}

@@ -1,0 +1,352 @@
+//! Execution rules R20-R23 with the misbehaving `chaos` plugin: every
+//! failure stays in its kind, and a healthy call succeeds right after each.
+
+use std::time::{Duration, Instant};
+
+use crate::{CHAOS, TEXT_TOOLS};
+use serde_json::json;
+use toolhost::{
+    Budget, BudgetOverrides, Call, CancellationToken, Culprit, DefectKind, FaultKind, Interruption,
+    Limit, Outcome, PluginOptions, Settlement, Snapshot,
+};
+use toolhost_tests::{builder, context, host, load, settle};
+
+async fn chaos_snapshot(
+    host: &toolhost::Host,
+    name: &str,
+) -> (Snapshot, Vec<toolhost::Activation>) {
+    let location = host.location(format!("/{name}"));
+    let a = load(&location, CHAOS).await;
+    let b = load(&location, TEXT_TOOLS).await;
+    (location.snapshot(), vec![a, b])
+}
+
+async fn healthy(snapshot: &Snapshot) {
+    let s = settle(snapshot, "echo", json!({"message": "still fine"})).await;
+    assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+}
+
+fn defect(s: &Settlement) -> &toolhost::Defect {
+    match &s.outcome {
+        Outcome::Defect {
+            culprit: Culprit::Guest(d),
+            ..
+        } => d,
+        other => panic!("expected a defect, got {other:?}"),
+    }
+}
+
+/// BudgetOverrides with only a wall-clock deadline.
+fn deadline(ms: u64) -> BudgetOverrides {
+    BudgetOverrides {
+        timeout: Some(Duration::from_millis(ms)),
+        ..Default::default()
+    }
+}
+
+async fn call_with(
+    snapshot: &Snapshot,
+    tool: &str,
+    input: serde_json::Value,
+    overrides: BudgetOverrides,
+) -> Settlement {
+    snapshot
+        .settle(Call::new(tool, input.to_string(), context(tool)).with_overrides(overrides))
+        .await
+}
+
+#[tokio::test]
+async fn r20_failures_defects_and_interruptions_stay_distinct() {
+    let (host, _out) = host();
+    let (snapshot, _a) = chaos_snapshot(&host, "r20").await;
+
+    let s = settle(&snapshot, "fail", json!({"message": "expected failure"})).await;
+    assert_eq!(s.outcome.status(), "error");
+    healthy(&snapshot).await;
+
+    let s = settle(&snapshot, "panic", json!({})).await;
+    let d = defect(&s);
+    assert_eq!(d.plugin, "chaos");
+    assert!(d.version.starts_with("blake3:"));
+    assert_eq!(d.tool, "panic");
+    assert_eq!(d.kind, DefectKind::Panic("chaos: deliberate panic".into()));
+    // Classifying the panic must not consume the guest's stderr: the logs
+    // (what `--verbose` shows) still carry the panic text.
+    assert!(
+        s.logs.stderr.contains("chaos: deliberate panic"),
+        "stderr: {:?}",
+        s.logs.stderr
+    );
+    let message = s.outcome_message();
+    assert!(
+        message.contains("chaos") && message.contains("`panic`"),
+        "{message}"
+    );
+    healthy(&snapshot).await;
+
+    let s = settle(&snapshot, "recurse", json!({"depth": 100_000_000})).await;
+    assert_eq!(defect(&s).kind, DefectKind::StackOverflow);
+    healthy(&snapshot).await;
+
+    let s = call_with(&snapshot, "spin_forever", json!({}), deadline(100)).await;
+    assert_eq!(
+        s.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Deadline
+        }
+    );
+    healthy(&snapshot).await;
+
+    let s = settle(&snapshot, "register_late", json!({})).await;
+    match &s.outcome {
+        Outcome::Completed(c) => assert!(
+            format!("{:?}", c.content).contains("not-activating")
+                || format!("{:?}", c.content).contains("NotActivating"),
+            "{:?}",
+            c.content
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+trait OutcomeMessage {
+    fn outcome_message(&self) -> String;
+}
+
+impl OutcomeMessage for Settlement {
+    fn outcome_message(&self) -> String {
+        match &self.outcome {
+            Outcome::Defect { message, .. } | Outcome::Error { message, .. } => message.clone(),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r21_every_call_runs_in_a_fresh_instance() {
+    let (host, _out) = host();
+    let (snapshot, _a) = chaos_snapshot(&host, "r21").await;
+    // A process-global counter in the guest: 1 every time, sequentially...
+    for _ in 0..3 {
+        let s = settle(&snapshot, "counter", json!({})).await;
+        match &s.outcome {
+            Outcome::Completed(c) => assert_eq!(c.output, Some(json!({"count": 1}))),
+            other => panic!("{other:?}"),
+        }
+    }
+    // ...and concurrently, across worker threads.
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let snapshot = snapshot.clone();
+        calls.spawn(async move { settle(&snapshot, "counter", json!({})).await });
+    }
+    while let Some(s) = calls.join_next().await {
+        match &s.unwrap().outcome {
+            Outcome::Completed(c) => assert_eq!(c.output, Some(json!({"count": 1}))),
+            other => panic!("{other:?}"),
+        }
+    }
+    // A trapped call's instance is discarded; the next call is clean.
+    let s = settle(&snapshot, "panic", json!({})).await;
+    assert_eq!(s.outcome.status(), "defect");
+    let s = settle(&snapshot, "counter", json!({})).await;
+    assert_eq!(s.outcome.status(), "completed");
+}
+
+#[tokio::test]
+async fn r22_cancellation_stops_an_infinite_loop_promptly() {
+    let (host, _out) = host();
+    let (snapshot, _a) = chaos_snapshot(&host, "r22").await;
+    let token = CancellationToken::new();
+    let call = Call::new("spin_forever", "{}", context("spin")).with_cancel(token.clone());
+    let running = tokio::spawn({
+        let snapshot = snapshot.clone();
+        async move { snapshot.settle(call).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let cancelled_at = Instant::now();
+    token.cancel();
+    let s = running.await.unwrap();
+    let latency = cancelled_at.elapsed();
+    assert_eq!(
+        s.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Cancelled
+        }
+    );
+    assert!(s.usage.fuel_used > 0, "the guest really ran");
+    // Generous bound for a loaded CI machine; the benchmark measures it.
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+    healthy(&snapshot).await;
+
+    // Dropping the settle future also stops the guest.
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(100),
+        settle(&snapshot, "spin_forever", json!({})),
+    )
+    .await;
+    assert!(dropped.is_err());
+    healthy(&snapshot).await;
+}
+
+#[tokio::test]
+async fn r23_budgets_trip_and_every_outcome_reports_usage() {
+    let (host, _out) = host();
+    let (snapshot, _a) = chaos_snapshot(&host, "r23").await;
+
+    let s = call_with(
+        &snapshot,
+        "spin_forever",
+        json!({}),
+        BudgetOverrides {
+            fuel: Some(5_000_000),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        s.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Fuel
+        }
+    );
+    assert_eq!(s.usage.tripped, Some(Limit::Fuel));
+    assert!(s.usage.fuel_used >= 5_000_000, "{}", s.usage.fuel_used);
+    healthy(&snapshot).await;
+
+    let s = call_with(&snapshot, "spin_forever", json!({}), deadline(200)).await;
+    assert_eq!(s.usage.tripped, Some(Limit::Deadline));
+    assert!(s.usage.wall_time >= Duration::from_millis(200));
+    assert!(
+        s.usage.wall_time < Duration::from_secs(2),
+        "{:?}",
+        s.usage.wall_time
+    );
+    healthy(&snapshot).await;
+
+    let s = call_with(
+        &snapshot,
+        "allocate",
+        json!({"mib": 64}),
+        BudgetOverrides {
+            memory: Some(16 << 20),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(defect(&s).kind, DefectKind::MemoryLimit(16 << 20));
+    assert_eq!(s.usage.tripped, Some(Limit::Memory));
+    assert!(s.usage.peak_memory <= 16 << 20);
+    assert!(
+        s.outcome_message().contains("memory limit of 16 MiB"),
+        "{}",
+        s.outcome_message()
+    );
+    healthy(&snapshot).await;
+
+    let s = call_with(
+        &snapshot,
+        "allocate",
+        json!({"mib": 8}),
+        BudgetOverrides {
+            memory: Some(64 << 20),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+    assert!(s.usage.peak_memory >= 8 << 20, "{}", s.usage.peak_memory);
+    assert!(s.usage.fuel_used > 0);
+    assert!(s.usage.wall_time > Duration::ZERO);
+    assert_eq!(s.usage.tripped, None);
+}
+
+#[tokio::test]
+async fn r23_concurrency_limit_queues_calls_and_r31_the_wait_counts_against_the_deadline() {
+    let outputs = tempfile::tempdir().unwrap();
+    let host = builder(&outputs).concurrency(1).build().unwrap();
+    let location = host.location("/r23-queue");
+    let _a = load(&location, CHAOS).await;
+    let snapshot = location.snapshot();
+    // With one slot, a spinning call holds it; a second call waits in line,
+    // and its deadline runs while it waits: it ends at its deadline without
+    // ever running, not one deadline after the first call ended.
+    let spin = deadline(300);
+    let start = Instant::now();
+    let (a, b) = tokio::join!(
+        call_with(&snapshot, "spin_forever", json!({}), spin),
+        call_with(&snapshot, "spin_forever", json!({}), spin),
+    );
+    let elapsed = start.elapsed();
+    assert_eq!(a.usage.tripped, Some(Limit::Deadline));
+    assert_eq!(
+        b.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Deadline
+        }
+    );
+    assert!(a.usage.fuel_used > 0, "the first call ran");
+    assert_eq!(b.usage.fuel_used, 0, "the second call never got a slot");
+    assert!(
+        elapsed < Duration::from_millis(550),
+        "the queued call ended at its own deadline: {elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn plugin_budget_applies_to_its_calls() {
+    let outputs = tempfile::tempdir().unwrap();
+    let host = builder(&outputs)
+        .budget(Budget {
+            timeout: Duration::from_millis(150),
+            ..Budget::default()
+        })
+        .build()
+        .unwrap();
+    let location = host.location("/budget");
+    let options = PluginOptions {
+        overrides: BudgetOverrides {
+            fuel: Some(2_000_000),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let _a = location.load(CHAOS, &options).await.unwrap();
+    let s = settle(&location.snapshot(), "spin_forever", json!({})).await;
+    assert_eq!(
+        s.usage.tripped,
+        Some(Limit::Fuel),
+        "the plugin's fuel limit is lower than the host deadline"
+    );
+}
+
+#[tokio::test]
+async fn a_full_instance_pool_is_a_host_fault_naming_the_setting() {
+    let outputs = tempfile::tempdir().unwrap();
+    // Two slots: the activation holds one, a spinning call the other.
+    let host = builder(&outputs).max_instances(2).build().unwrap();
+    let location = host.location("/pool");
+    let _a = load(&location, CHAOS).await;
+    let snapshot = location.snapshot();
+    let spin = call_with(&snapshot, "spin_forever", json!({}), deadline(2_000));
+    let blocked = async {
+        // Let the spinning call take its slot first.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        call_with(&snapshot, "spin_forever", json!({}), deadline(2_000)).await
+    };
+    let (spun, s) = tokio::join!(spin, blocked);
+    assert_eq!(spun.usage.tripped, Some(Limit::Deadline));
+    match &s.outcome {
+        Outcome::Defect {
+            message,
+            culprit: Culprit::Host(fault),
+        } => {
+            assert_eq!(fault.kind, FaultKind::Pool);
+            assert_eq!(
+                message,
+                "all 2 instance slots are busy; raise `HostBuilder::max_instances` or lower concurrency"
+            );
+        }
+        other => panic!("expected a pool fault, not a guest defect: {other:?}"),
+    }
+}

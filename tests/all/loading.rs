@@ -1,0 +1,260 @@
+//! Loading: every bad plugin file is a clear, typed error, never a panic;
+//! a plugin of an incompatible WIT version is refused before instantiation.
+
+use crate::{CHAOS, FUTURE_VERSION, OTHER_WORLD, TEXT_TOOLS};
+use toolhost::{Error, LoadError, PluginOptions};
+use toolhost_tests::{host, load, settle};
+
+async fn load_error(path: &std::path::Path) -> LoadError {
+    let (host, _out) = host();
+    match host.load(path, &PluginOptions::default()).await {
+        Err(Error::Load(e)) => e,
+        other => panic!("{}: expected a load error, got {other:?}", path.display()),
+    }
+}
+
+#[tokio::test]
+async fn bad_files_are_typed_load_errors_that_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.wasm");
+    std::fs::write(&text, "not wasm").unwrap();
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let truncated = dir.path().join("truncated.wasm");
+    let bytes = std::fs::read(TEXT_TOOLS).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+
+    assert!(matches!(
+        load_error(&dir.path().join("missing.wasm")).await,
+        LoadError::Read { .. }
+    ));
+    assert!(matches!(load_error(&text).await, LoadError::NotWasm { .. }));
+    let e = load_error(&core).await;
+    assert!(matches!(e, LoadError::CoreModule { .. }));
+    assert!(e.to_string().contains("wasm32-wasip2"), "{e}");
+    assert!(matches!(
+        load_error(&truncated).await,
+        LoadError::Invalid { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_component_of_another_world_is_refused() {
+    let e = load_error(OTHER_WORLD.as_ref()).await;
+    match &e {
+        LoadError::WrongWorld { exports, .. } => {
+            assert!(exports.contains("example:greeter/greet@1.0.0"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_incompatible_wit_version_is_refused_with_both_versions_named() {
+    let e = load_error(FUTURE_VERSION.as_ref()).await;
+    match &e {
+        LoadError::IncompatibleVersion {
+            found, expected, ..
+        } => {
+            assert_eq!(found, "toolhost:plugin/plugin@0.2.0");
+            assert_eq!(*expected, "0.1.0");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains("rebuild the plugin"), "{e}");
+}
+
+#[tokio::test]
+async fn plugin_identity_and_configuration() {
+    let (host, _out) = host();
+    let plugin = host
+        .load(TEXT_TOOLS, &PluginOptions::default())
+        .await
+        .unwrap();
+    let info = plugin.info();
+    assert_eq!(info.name, "text_tools");
+    assert_eq!(info.digest.len(), 64);
+    assert_eq!(info.version, format!("blake3:{}", &info.digest[..12]));
+    assert!(!info.from_cache);
+
+    // The configuration reaches activate and every call, though each call
+    // runs in a fresh instance.
+    let config = serde_json::json!({"base_url": "https://tools.invalid", "retries": [1, 2]});
+    let options = PluginOptions {
+        config: config.clone(),
+        ..Default::default()
+    };
+    let location = host.location("/identity");
+    let _activation = location.load(CHAOS, &options).await.unwrap();
+    let s = settle(&location.snapshot(), "read_config", serde_json::json!({})).await;
+    match s.outcome {
+        toolhost::Outcome::Completed(c) => {
+            assert_eq!(c.output, Some(serde_json::json!({ "config": config })))
+        }
+        other => panic!("{other:?}"),
+    }
+    // Without configuration a plugin sees an empty object.
+    let other = host.location("/identity-default");
+    let _default = load(&other, CHAOS).await;
+    let s = settle(&other.snapshot(), "read_config", serde_json::json!({})).await;
+    match s.outcome {
+        toolhost::Outcome::Completed(c) => {
+            assert_eq!(c.output, Some(serde_json::json!({"config": {}})))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_compile_cache_is_used_and_a_corrupt_entry_is_rebuilt() {
+    let outputs = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let host = toolhost::Host::builder()
+        .output_dir(outputs.path())
+        .cache_dir(cache.path())
+        .build()
+        .unwrap();
+    assert!(
+        !host
+            .load(TEXT_TOOLS, &PluginOptions::default())
+            .await
+            .unwrap()
+            .info()
+            .from_cache
+    );
+    assert!(
+        host.load(TEXT_TOOLS, &PluginOptions::default())
+            .await
+            .unwrap()
+            .info()
+            .from_cache
+    );
+    let entry = std::fs::read_dir(cache.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x55;
+    std::fs::write(&entry, &bytes).unwrap();
+    assert!(
+        !host
+            .load(TEXT_TOOLS, &PluginOptions::default())
+            .await
+            .unwrap()
+            .info()
+            .from_cache,
+        "corrupt entries are never trusted"
+    );
+    assert!(
+        host.load(TEXT_TOOLS, &PluginOptions::default())
+            .await
+            .unwrap()
+            .info()
+            .from_cache,
+        "and are rebuilt"
+    );
+    std::fs::write(&entry, b"garbage").unwrap();
+    assert!(
+        !host
+            .load(TEXT_TOOLS, &PluginOptions::default())
+            .await
+            .unwrap()
+            .info()
+            .from_cache
+    );
+}
+
+#[test]
+fn compiling_runs_off_the_async_workers() {
+    // One worker thread: if `load` compiled on it, nothing else could run
+    // until the compile finished.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (host, _out) = host();
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ticker = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        };
+        let start = std::time::Instant::now();
+        let plugin = host
+            .load(TEXT_TOOLS, &PluginOptions::default())
+            .await
+            .unwrap();
+        let took = start.elapsed();
+        ticker.abort();
+        assert!(!plugin.info().from_cache, "this load compiled");
+        let ticks = ticks.load(std::sync::atomic::Ordering::Relaxed);
+        // The timer ticks about once a millisecond while compiling; allow
+        // for a loaded machine, but not for a stalled worker.
+        assert!(
+            ticks as u128 >= took.as_millis() / 10 && ticks >= 5,
+            "{ticks} ticks during a {took:?} compile: the worker was blocked"
+        );
+    });
+}
+
+#[tokio::test]
+async fn the_compile_cache_evicts_the_least_recently_used_entry_beyond_its_cap() {
+    let outputs = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let entries = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+            .collect()
+    };
+    let measure = toolhost::Host::builder()
+        .output_dir(outputs.path())
+        .cache_dir(cache.path())
+        .build()
+        .unwrap();
+    let options = PluginOptions::default();
+    measure.load(TEXT_TOOLS, &options).await.unwrap();
+    let text_entry = entries().remove(0);
+    let one = std::fs::metadata(&text_entry).unwrap().len();
+    // The key is stable: BLAKE3 hex, the same on every build of the host.
+    let stem = text_entry.file_stem().unwrap().to_str().unwrap().to_owned();
+    assert_eq!(stem.len(), 64);
+    assert!(stem.bytes().all(|b| b.is_ascii_hexdigit()));
+
+    // A cap that holds one entry but not two.
+    let host = toolhost::Host::builder()
+        .output_dir(outputs.path())
+        .cache_dir(cache.path())
+        .cache_limit(one + one / 2)
+        .build()
+        .unwrap();
+    assert!(
+        host.load(TEXT_TOOLS, &options)
+            .await
+            .unwrap()
+            .info()
+            .from_cache
+    );
+    assert!(!host.load(CHAOS, &options).await.unwrap().info().from_cache);
+    let left = entries();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_ne!(left[0], text_entry, "the older entry was evicted");
+    assert!(host.load(CHAOS, &options).await.unwrap().info().from_cache);
+    assert!(
+        !host
+            .load(TEXT_TOOLS, &options)
+            .await
+            .unwrap()
+            .info()
+            .from_cache
+    );
+}

@@ -1,0 +1,17 @@
+//! The one integration-test binary: every area of the library and the
+//! `toolhost` CLI, driving real wasm components built from
+//! `example-plugins/` (one module per area, linking wasmtime once).
+
+// A plugin path no test uses fails the build: every example plugin is
+// exercised.
+#![deny(dead_code)]
+
+toolhost_tests::plugin_paths!();
+
+mod capabilities;
+mod cli;
+mod execution;
+mod loading;
+mod polyglot;
+mod registry;
+mod settlement;
