@@ -37,6 +37,10 @@ const PLUGINS: &[(&str, &str)] = &[
         "progress_in_activate",
         "A plugin that reports progress from `activate`.",
     ),
+    (
+        "hostile",
+        "hostile: oversized registrations, messages, content, outputs and handles.",
+    ),
 ];
 
 fn main() {

@@ -1,5 +1,6 @@
 //! `toolhost call PLUGIN TOOL --input JSON`.
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use toolhost::{
 };
 
 use crate::common::{Common, activate_all, specs};
-use crate::{Failure, exit, usage};
+use crate::{Failure, exit, stdio, terminal, usage};
 
 /// Shows progress: JSON lines on stderr with `--json`, one updating line on
 /// a terminal, nothing otherwise.
@@ -26,7 +27,9 @@ impl EventSink for ProgressPrinter {
             let line = serde_json::json!({"event": "progress", "tool": event.tool, "update": event.update});
             let _ = writeln!(stderr, "{line}");
         } else if self.terminal {
-            let _ = write!(stderr, "\r\x1b[2Kprogress: {}", event.update);
+            // One line that each update overwrites: its text cannot break it.
+            let update = terminal::line(&event.update.to_string());
+            let _ = write!(stderr, "\r\x1b[2Kprogress: {update}");
             let _ = stderr.flush();
         }
     }
@@ -73,15 +76,14 @@ pub(crate) async fn run(
     let call = Call::new(tool, input, context).with_cancel(cancel);
     let settlement = snapshot.settle(call).await;
     if terminal && !common.json {
-        eprint!("\r\x1b[2K");
+        let _ = write!(std::io::stderr(), "\r\x1b[2K");
     }
     if common.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&settlement).context("cannot print the outcome")?
-        );
+        stdio::line(
+            &serde_json::to_string_pretty(&settlement).context("cannot print the outcome")?,
+        )?;
     } else {
-        print_human(&settlement, common.verbose);
+        print_human(&settlement, common.verbose)?;
     }
     Ok(match settlement.outcome {
         Outcome::Completed(_) => exit::COMPLETED,
@@ -91,39 +93,10 @@ pub(crate) async fn run(
     })
 }
 
-fn print_human(s: &toolhost::Settlement, verbose: bool) {
-    let mut stdout = std::io::stdout().lock();
+fn print_human(s: &toolhost::Settlement, verbose: bool) -> Result<(), Failure> {
     match &s.outcome {
-        Outcome::Completed(c) => {
-            for part in &c.content {
-                match part {
-                    ContentPart::Text { text } => {
-                        let _ = stdout.write_all(text.as_bytes());
-                        if !text.ends_with('\n') {
-                            let _ = writeln!(stdout);
-                        }
-                    }
-                    ContentPart::Media {
-                        mime_type,
-                        data,
-                        name,
-                    } => {
-                        let name = name.as_deref().unwrap_or("unnamed");
-                        let _ =
-                            writeln!(stdout, "[media {name}: {mime_type}, {} bytes]", data.len());
-                    }
-                }
-            }
-            for r in &c.retained {
-                eprintln!(
-                    "note: output bounded; the full {} bytes are retained as {} at {}",
-                    r.bytes,
-                    r.reference,
-                    r.path.display()
-                );
-            }
-        }
-        Outcome::Error { message, .. } => eprintln!("error: {message}"),
+        Outcome::Completed(c) => print_content(c)?,
+        Outcome::Error { message, .. } => stdio::note(&format!("error: {message}")),
         Outcome::Interrupted { reason } => {
             let limit = s
                 .usage
@@ -135,29 +108,80 @@ fn print_human(s: &toolhost::Settlement, verbose: bool) {
                     )
                 })
                 .unwrap_or_default();
-            eprintln!("interrupted: {reason}{limit}");
+            stdio::note(&format!("interrupted: {reason}{limit}"));
         }
-        Outcome::Defect { message, .. } => eprintln!("defect: {message}"),
-        _ => eprintln!("error: unknown outcome"),
+        Outcome::Defect { message, .. } => stdio::note(&format!("defect: {message}")),
+        _ => stdio::note("error: unknown outcome"),
     }
     for w in &s.warnings {
-        eprintln!("warning: {w}");
+        stdio::note(&format!("warning: {w}"));
     }
     if verbose {
-        if !s.logs.stdout.is_empty() {
-            eprintln!("--- guest stdout ---\n{}", s.logs.stdout);
-        }
-        if !s.logs.stderr.is_empty() {
-            eprintln!("--- guest stderr ---\n{}", s.logs.stderr);
-        }
-        if s.logs.dropped_bytes > 0 {
-            eprintln!("({} bytes of guest output dropped)", s.logs.dropped_bytes);
-        }
-        eprintln!(
-            "usage: fuel {}, wall {:.3} ms, peak memory {} bytes",
-            s.usage.fuel_used,
-            s.usage.wall_time.as_secs_f64() * 1000.0,
-            s.usage.peak_memory
-        );
+        print_logs(s);
     }
+    Ok(())
+}
+
+/// The content on stdout: raw bytes into a pipe or file (byte-exact),
+/// escaped on a terminal (R30).
+fn print_content(c: &toolhost::Completed) -> Result<(), Failure> {
+    let terminal = std::io::stdout().is_terminal();
+    for part in &c.content {
+        match part {
+            ContentPart::Text { text } => {
+                let shown = if terminal {
+                    Cow::Owned(terminal::text(text))
+                } else {
+                    Cow::Borrowed(text)
+                };
+                stdio::write(shown.as_bytes())?;
+                if !text.ends_with('\n') {
+                    stdio::write(b"\n")?;
+                }
+            }
+            ContentPart::Media {
+                mime_type,
+                data,
+                name,
+            } => {
+                let name = terminal::line(name.as_deref().unwrap_or("unnamed"));
+                let mime_type = terminal::line(mime_type);
+                stdio::line(&format!(
+                    "[media {name}: {mime_type}, {} bytes]",
+                    data.len()
+                ))?;
+            }
+        }
+    }
+    for r in &c.retained {
+        stdio::note(&format!(
+            "note: output bounded; the full {} bytes are retained as {} at {}",
+            r.bytes,
+            r.reference,
+            r.path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `--verbose`: the guest's captured output and the call's usage.
+fn print_logs(s: &toolhost::Settlement) {
+    if !s.logs.stdout.is_empty() {
+        stdio::note(&format!("--- guest stdout ---\n{}", s.logs.stdout));
+    }
+    if !s.logs.stderr.is_empty() {
+        stdio::note(&format!("--- guest stderr ---\n{}", s.logs.stderr));
+    }
+    if s.logs.dropped_bytes > 0 {
+        stdio::note(&format!(
+            "({} bytes of guest output dropped)",
+            s.logs.dropped_bytes
+        ));
+    }
+    stdio::note(&format!(
+        "usage: fuel {}, wall {:.3} ms, peak memory {} bytes",
+        s.usage.fuel_used,
+        s.usage.wall_time.as_secs_f64() * 1000.0,
+        s.usage.peak_memory
+    ));
 }

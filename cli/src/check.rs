@@ -1,5 +1,6 @@
 //! `toolhost check PLUGIN...`: load, activate, validate, run samples.
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -7,7 +8,10 @@ use serde_json::Value;
 use toolhost::{Call, CallContext, Host, Outcome};
 
 use crate::common::{Common, Spec, specs};
-use crate::{Failure, exit};
+use crate::{Failure, exit, stdio, terminal};
+
+/// The largest samples file `check` reads: a few calls, never data.
+const MAX_SAMPLES_BYTES: u64 = 1024 * 1024;
 
 /// A samples file: `[[sample]]` tables.
 #[derive(Deserialize)]
@@ -59,11 +63,11 @@ pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Fail
             }
             Err(e) => {
                 failed += 1;
-                println!("FAIL {}: {e}", spec.path.display());
+                report(&format!("FAIL {}: {e}", spec.path.display()))?;
             }
         }
     }
-    println!("{passed} passed, {failed} failed");
+    report(&format!("{passed} passed, {failed} failed"))?;
     Ok(if failed == 0 {
         exit::COMPLETED
     } else {
@@ -77,7 +81,7 @@ async fn check_one(host: &Host, spec: &Spec, common: &Common) -> anyhow::Result<
     let activation = location.load(&spec.path, &spec.options).await?;
     let name = activation.plugin().info().name.clone();
     let snapshot = location.snapshot();
-    println!(
+    report(&format!(
         "ok   {name}: activated; tools with valid schemas: {}",
         snapshot
             .definitions()
@@ -85,9 +89,11 @@ async fn check_one(host: &Host, spec: &Spec, common: &Common) -> anyhow::Result<
             .map(|d| d.name.as_str())
             .collect::<Vec<_>>()
             .join(", ")
-    );
+    ))?;
     let Some(samples_path) = &spec.samples else {
-        println!("note {name}: no samples file; add `samples = \"samples.toml\"` to its manifest");
+        report(&format!(
+            "note {name}: no samples file; add `samples = \"samples.toml\"` to its manifest"
+        ))?;
         return Ok((1, 0));
     };
     let samples = read_samples(samples_path)?;
@@ -113,11 +119,11 @@ async fn check_one(host: &Host, spec: &Spec, common: &Common) -> anyhow::Result<
         match verdict(&sample, &settlement.outcome) {
             Ok(()) => {
                 passed += 1;
-                println!("ok   {name}: {}", sample.name);
+                report(&format!("ok   {name}: {}", sample.name))?;
             }
             Err(why) => {
                 failed += 1;
-                println!("FAIL {name}: {}: {why}", sample.name);
+                report(&format!("FAIL {name}: {}: {why}", sample.name))?;
             }
         }
     }
@@ -125,10 +131,37 @@ async fn check_one(host: &Host, spec: &Spec, common: &Common) -> anyhow::Result<
 }
 
 fn read_samples(path: &Path) -> anyhow::Result<Samples> {
-    let text = std::fs::read_to_string(path)
+    let text = read_bounded(path)
         .map_err(|e| anyhow::anyhow!("cannot read samples {}: {e}", path.display()))?;
     toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("invalid samples file {}: {e}", path.display()))
+}
+
+/// Reads a regular file of at most [`MAX_SAMPLES_BYTES`]. Opened without
+/// blocking, so a FIFO in its place cannot stall the CLI (R31).
+fn read_bounded(path: &Path) -> anyhow::Result<String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        anyhow::bail!("it is not a regular file");
+    }
+    let mut text = String::new();
+    file.take(MAX_SAMPLES_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_SAMPLES_BYTES {
+        anyhow::bail!(
+            "it is larger than {} KiB; a samples file lists a few calls",
+            MAX_SAMPLES_BYTES / 1024
+        );
+    }
+    Ok(text)
+}
+
+/// One line of the report on stdout; it can carry guest text (R30).
+fn report(line: &str) -> anyhow::Result<()> {
+    stdio::line(&terminal::text(line))
 }
 
 fn verdict(sample: &Sample, outcome: &Outcome) -> Result<(), String> {

@@ -13,7 +13,7 @@ use toolhost::{
     PluginOptions, Rule, Rules, parse_duration, parse_size,
 };
 
-use crate::{Failure, prompt};
+use crate::{Failure, grants, prompt};
 
 /// Flags every command takes.
 #[derive(Args, Clone)]
@@ -116,6 +116,8 @@ pub(crate) fn specs(paths: &[PathBuf], common: &Common) -> Result<Vec<Spec>, Fai
     for path in paths {
         if path.extension().is_some_and(|e| e == "toml") {
             for m in Manifest::load(path).map_err(toolhost::Error::from)? {
+                // Before the flags' grants join them: those are the user's own.
+                grants::review(path, &m, common.yes)?;
                 let mut options = m.options;
                 common.apply(&mut options);
                 out.push(Spec {

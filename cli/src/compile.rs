@@ -7,7 +7,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::common::{Common, specs};
-use crate::{Failure, exit, usage};
+use crate::{Failure, exit, stdio, usage};
 
 pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Failure> {
     if common.no_cache {
@@ -45,12 +45,12 @@ pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Fail
                 "plugin": info.name, "path": info.path, "from_cache": info.from_cache, "ms": ms,
             }));
         } else {
-            bar.suspend(|| println!("{how:14} {} ({ms:.1} ms)", info.path.display()));
+            bar.suspend(|| stdio::line(&format!("{how:14} {} ({ms:.1} ms)", info.path.display())))?;
         }
     }
     bar.finish_and_clear();
     if common.json {
-        println!("{}", serde_json::Value::Array(rows));
+        stdio::line(&serde_json::Value::Array(rows).to_string())?;
     }
     Ok(exit::COMPLETED)
 }

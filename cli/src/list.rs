@@ -1,12 +1,13 @@
 //! `toolhost list PLUGIN...`.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use toolhost::CatalogEntry;
 
 use crate::common::{Common, activate_all, specs};
-use crate::{Failure, exit};
+use crate::{Failure, exit, stdio, terminal};
 
 pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Failure> {
     let host = common.host(None)?;
@@ -15,12 +16,9 @@ pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Fail
     let catalog = location.catalog();
     if common.json {
         let rows: Vec<_> = catalog.iter().map(json_row).collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).context("cannot print the list")?
-        );
+        stdio::line(&serde_json::to_string_pretty(&rows).context("cannot print the list")?)?;
     } else {
-        print_table(&catalog);
+        print_table(&catalog)?;
     }
     Ok(exit::COMPLETED)
 }
@@ -44,36 +42,57 @@ fn json_row(e: &CatalogEntry) -> serde_json::Value {
     })
 }
 
-fn print_table(catalog: &[CatalogEntry]) {
-    if catalog.is_empty() {
-        println!("(no tools registered)");
-        return;
+/// One table row as shown: escaped on a terminal (R30), as given otherwise.
+struct Row {
+    name: String,
+    plugin: String,
+    description: String,
+    schema: String,
+    shadowed: bool,
+}
+
+impl Row {
+    fn new(e: &CatalogEntry, terminal: bool) -> Row {
+        let shown = |s: &str, escape: fn(&str) -> String| {
+            if terminal { escape(s) } else { s.to_owned() }
+        };
+        Row {
+            name: shown(&e.name, terminal::line),
+            plugin: shown(&provider(e), terminal::line),
+            description: shown(e.tool.description(), terminal::text),
+            schema: shown(
+                &e.tool.input_schema().document().to_string(),
+                terminal::line,
+            ),
+            shadowed: e.shadowed,
+        }
     }
-    let name_w = catalog
+}
+
+fn print_table(catalog: &[CatalogEntry]) -> anyhow::Result<()> {
+    if catalog.is_empty() {
+        return stdio::line("(no tools registered)");
+    }
+    let terminal = std::io::stdout().is_terminal();
+    let rows: Vec<Row> = catalog.iter().map(|e| Row::new(e, terminal)).collect();
+    let name_w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let plugin_w = rows
         .iter()
-        .map(|e| e.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    let plugin_w = catalog
-        .iter()
-        .map(|e| provider(e).len())
+        .map(|r| r.plugin.len())
         .max()
         .unwrap_or(6)
         .max(6);
-    println!("{:name_w$}  {:plugin_w$}  DESCRIPTION", "NAME", "PLUGIN");
-    for e in catalog {
-        let shadowed = if e.shadowed { "  (shadowed)" } else { "" };
-        println!(
+    stdio::line(&format!(
+        "{:name_w$}  {:plugin_w$}  DESCRIPTION",
+        "NAME", "PLUGIN"
+    ))?;
+    for r in &rows {
+        let shadowed = if r.shadowed { "  (shadowed)" } else { "" };
+        stdio::line(&format!(
             "{:name_w$}  {:plugin_w$}  {}{shadowed}",
-            e.name,
-            provider(e),
-            e.tool.description()
-        );
-        println!(
-            "{:name_w$}  input: {}",
-            "",
-            e.tool.input_schema().document()
-        );
+            r.name, r.plugin, r.description
+        ))?;
+        stdio::line(&format!("{:name_w$}  input: {}", "", r.schema))?;
     }
+    Ok(())
 }

@@ -6,11 +6,15 @@ mod call;
 mod check;
 mod common;
 mod compile;
+mod grants;
 mod list;
 mod prompt;
+mod stdio;
+mod terminal;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -81,6 +85,9 @@ enum Command {
     },
 }
 
+/// How long the CLI waits for blocking threads once its work is done.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(100);
+
 /// An error that maps to an exit code.
 pub(crate) struct Failure {
     pub(crate) code: u8,
@@ -131,7 +138,7 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            stdio::note(&format!("error: cannot start the async runtime: {e}"));
             return ExitCode::from(exit::DEFECT);
         }
     };
@@ -148,10 +155,14 @@ fn main() -> ExitCode {
             Command::Compile { plugins, common } => compile::run(&plugins, &common).await,
         }
     });
+    // A blocking thread can still be stuck on a guest's behalf (a prompt
+    // waiting for stdin after the call's deadline, a slow file): dropping
+    // the runtime would wait for it forever, so give it a moment and go.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("error: {}", one_line(&f.error));
+            stdio::note(&format!("error: {}", one_line(&f.error)));
             ExitCode::from(f.code)
         }
     }

@@ -27,6 +27,7 @@ fn state(wasi: wasmtime_wasi::WasiCtx) -> StoreState {
         stderr: Default::default(),
         activation: None,
         call: None,
+        notes: Vec::new(),
     }
 }
 
@@ -113,6 +114,7 @@ pub async fn fresh_calls(
         let progress = Progress::new(Default::default(), tool.into(), None);
         let state = CallState {
             context: Default::default(),
+            plugin: code.info.name.clone(),
             tool: tool.into(),
             progress,
             policy: code.policy.clone(),

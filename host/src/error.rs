@@ -17,6 +17,22 @@ pub enum LoadError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Not a regular file (a directory, FIFO, device or socket).
+    #[error("{} is {kind}, not a file; pass the path of a .wasm component or a plugin manifest (.toml)", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// Larger than the loader reads.
+    #[error("{} is larger than {limit} bytes, the most the loader reads; is it really a plugin?", path.display())]
+    TooLarge {
+        /// The path.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
     /// Not a WebAssembly binary at all.
     #[error("{} is not a WebAssembly file; pass a .wasm component built for wasm32-wasip2, or a plugin manifest (.toml)", path.display())]
     NotWasm {

@@ -94,11 +94,11 @@ pub use error::{Error, GrantError, LoadError};
 pub use facade::host::{Host, HostBuilder};
 pub use facade::location::Location;
 pub use facade::snapshot::Snapshot;
-pub use manifest::{Manifest, parse_duration, parse_size};
+pub use manifest::{MAX_MANIFEST_BYTES, Manifest, parse_duration, parse_size};
 pub use model::budget::{
     Budget, BudgetOverrides, DEFAULT_CONCURRENCY, DEFAULT_FUEL, DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_LINES, DEFAULT_MEMORY, DEFAULT_TIMEOUT, FUEL_YIELD_INTERVAL, Limit, MAX_MEMORY,
-    OutputBounds, Usage,
+    DEFAULT_MAX_LINES, DEFAULT_MAX_MACHINE_OUTPUT, DEFAULT_MEMORY, DEFAULT_TIMEOUT,
+    FUEL_YIELD_INTERVAL, Limit, MAX_MEMORY, OutputBounds, Usage,
 };
 pub use model::call::{Call, CallContext};
 pub use model::content::{ContentPart, ToolFailure, ToolResponse};
@@ -110,11 +110,14 @@ pub use model::outcome::{
     Interruption, Logs, Outcome, RetainedOutput, Settlement,
 };
 pub use model::plugin::PluginInfo;
-pub use model::schema::{Schema, SchemaError, Violation};
+pub use model::schema::{
+    MAX_COUNTED_VIOLATIONS, MAX_LISTED_VIOLATIONS, Schema, SchemaError, Violation, Violations,
+};
+pub use model::text::MAX_MESSAGE_BYTES;
 pub use model::tool::{
     MAX_NAME_LEN, NameError, RESERVED_NAME, Tool, ToolDefinition, normalize_name,
 };
-pub use output::retain::DEFAULT_RETENTION;
+pub use output::retain::{DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA};
 pub use permission::{Approver, Effect, PermissionDenied, PermissionRequest, Reply, Rule, Rules};
 pub use registry::placement::{Level, Registration, RegistrationError};
 pub use registry::scope::Scope;
@@ -124,10 +127,14 @@ pub use runtime::bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use runtime::cache::{DEFAULT_CACHE_LIMIT, default_cache_dir};
 pub use runtime::engine::DEFAULT_MAX_INSTANCES;
 pub use runtime::grants::{DirGrant, EnvGrant, Grants};
-pub use runtime::imports::call::MAX_PROGRESS_BYTES;
-pub use runtime::load::{Plugin, PluginOptions};
+pub use runtime::imports::call::{MAX_PERMISSION_ITEMS, MAX_PERMISSION_TEXT, MAX_PROGRESS_BYTES};
+pub use runtime::imports::registry::{
+    MAX_DESCRIPTION_BYTES, MAX_REGISTERED_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_ACTIVATION,
+};
+pub use runtime::load::{MAX_PLUGIN_BYTES, Plugin, PluginOptions};
 pub use runtime::stdio::MAX_CAPTURED_BYTES;
-pub use settle::content::MAX_MEDIA_BYTES;
+pub use runtime::store::{MAX_HANDLES_PER_CALL, MAX_HOST_COPY_BYTES};
+pub use settle::content::{MAX_MEDIA_BYTES, MAX_RESULT_MEDIA_BYTES};
 pub use settle::metadata::MAX_METADATA_BYTES;
 pub use settle::pipeline::MAX_PARTIAL_BYTES;
 pub use sink::JsonLinesSink;

@@ -39,10 +39,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::LoadError;
-use crate::model::budget::{BudgetOverrides, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, OutputBounds};
+use crate::model::budget::{BudgetOverrides, OutputBounds};
 use crate::permission::{Rule, Rules};
 use crate::runtime::grants::{DirGrant, EnvGrant, Grants};
-use crate::runtime::load::PluginOptions;
+use crate::runtime::load::{PluginOptions, read_regular_file};
+
+/// The largest manifest read: manifests are a few lines of TOML.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// One plugin as a manifest describes it, paths resolved.
 #[derive(Debug, Clone)]
@@ -88,9 +91,10 @@ struct LimitsEntry {
     concurrency: Option<usize>,
     max_output_lines: Option<usize>,
     max_output_bytes: Option<usize>,
+    max_machine_output: Option<Size>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 #[serde(untagged)]
 enum Size {
     Bytes(u64),
@@ -117,9 +121,10 @@ impl Manifest {
     /// Reads a manifest or host config: one plugin, or several under
     /// `[[plugin]]`.
     pub fn load(path: &Path) -> Result<Vec<Manifest>, LoadError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        let bytes = read_regular_file(path, MAX_MANIFEST_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|_| LoadError::Manifest {
             path: path.to_owned(),
-            source,
+            message: "it is not UTF-8 text".into(),
         })?;
         let err = |message: String| LoadError::Manifest {
             path: path.to_owned(),
@@ -148,43 +153,6 @@ impl Manifest {
 
 impl Entry {
     fn resolve(self, base: &Path) -> Result<Manifest, String> {
-        let overrides = BudgetOverrides {
-            fuel: self.limits.fuel,
-            timeout: self
-                .limits
-                .timeout
-                .as_deref()
-                .map(parse_duration)
-                .transpose()?,
-            memory: self
-                .limits
-                .memory
-                .map(|m| match m {
-                    Size::Bytes(b) => Ok(b),
-                    Size::Text(t) => parse_size(&t),
-                })
-                .transpose()?,
-        };
-        let grants = Grants {
-            dirs: self
-                .grants
-                .dirs
-                .into_iter()
-                .map(|d| DirGrant {
-                    host: base.join(d.host),
-                    ..d
-                })
-                .collect(),
-            env: self
-                .grants
-                .env
-                .into_iter()
-                .map(|e| match e {
-                    EnvEntry::Name(name) => EnvGrant { name, value: None },
-                    EnvEntry::Value { name, value } => EnvGrant { name, value },
-                })
-                .collect(),
-        };
         let config = match self.config {
             Some(table) => serde_json::to_value(table).map_err(|e| format!("config: {e}"))?,
             None => Value::Object(Default::default()),
@@ -196,19 +164,74 @@ impl Entry {
                 name: self.name,
                 version: self.version,
                 config,
-                overrides,
+                overrides: self.limits.overrides()?,
                 concurrency: self.limits.concurrency,
-                bounds: match (self.limits.max_output_lines, self.limits.max_output_bytes) {
-                    (None, None) => None,
-                    (lines, bytes) => Some(OutputBounds {
-                        max_lines: lines.unwrap_or(DEFAULT_MAX_LINES),
-                        max_bytes: bytes.unwrap_or(DEFAULT_MAX_BYTES),
-                    }),
-                },
-                grants,
+                bounds: self.limits.bounds()?,
+                grants: self.grants.resolve(base),
                 rules: Rules(self.rules),
             },
         })
+    }
+}
+
+impl Size {
+    fn bytes(self) -> Result<u64, String> {
+        match self {
+            Size::Bytes(b) => Ok(b),
+            Size::Text(t) => parse_size(&t),
+        }
+    }
+}
+
+impl LimitsEntry {
+    fn overrides(&self) -> Result<BudgetOverrides, String> {
+        Ok(BudgetOverrides {
+            fuel: self.fuel,
+            timeout: self.timeout.as_deref().map(parse_duration).transpose()?,
+            memory: self.memory.clone().map(Size::bytes).transpose()?,
+        })
+    }
+
+    /// The plugin's own bounds, when it sets any; unset ones take the
+    /// defaults.
+    fn bounds(&self) -> Result<Option<OutputBounds>, String> {
+        if self.max_output_lines.is_none()
+            && self.max_output_bytes.is_none()
+            && self.max_machine_output.is_none()
+        {
+            return Ok(None);
+        }
+        let defaults = OutputBounds::default();
+        let machine = self
+            .max_machine_output
+            .clone()
+            .map(Size::bytes)
+            .transpose()?;
+        Ok(Some(OutputBounds {
+            max_lines: self.max_output_lines.unwrap_or(defaults.max_lines),
+            max_bytes: self.max_output_bytes.unwrap_or(defaults.max_bytes),
+            max_machine_output: machine.map_or(defaults.max_machine_output, |m| {
+                usize::try_from(m).unwrap_or(usize::MAX)
+            }),
+        }))
+    }
+}
+
+impl GrantsEntry {
+    /// Directories relative to the manifest's own directory.
+    fn resolve(self, base: &Path) -> Grants {
+        let dirs = self.dirs.into_iter().map(|d| DirGrant {
+            host: base.join(d.host),
+            ..d
+        });
+        let env = self.env.into_iter().map(|e| match e {
+            EnvEntry::Name(name) => EnvGrant { name, value: None },
+            EnvEntry::Value { name, value } => EnvGrant { name, value },
+        });
+        Grants {
+            dirs: dirs.collect(),
+            env: env.collect(),
+        }
     }
 }
 
@@ -291,7 +314,7 @@ mod tests {
             m.options.bounds,
             Some(OutputBounds {
                 max_lines: 10,
-                max_bytes: DEFAULT_MAX_BYTES
+                ..OutputBounds::default()
             })
         );
         assert_eq!(m.options.grants.dirs[0].host, dir.path().join("data"));

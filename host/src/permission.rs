@@ -88,11 +88,15 @@ impl Rules {
     }
 }
 
-/// A tool's request to act, as the approver sees it.
+/// A tool's request to act, as the approver sees it. Every string in it
+/// comes from the guest: show it escaped (see [`PermissionRequest::broader_saves`]
+/// for what an "always" would allow beyond this request).
 #[derive(Debug, Clone, Serialize)]
 pub struct PermissionRequest {
     /// The call asking.
     pub context: CallContext,
+    /// The plugin asking (its name); saved answers are kept per plugin.
+    pub plugin: String,
     /// The effective name of the tool asking.
     pub tool: String,
     /// What it wants to do, e.g. `edit`.
@@ -105,12 +109,27 @@ pub struct PermissionRequest {
     pub metadata: Option<Value>,
 }
 
+impl PermissionRequest {
+    /// The save patterns that would allow more than exactly the requested
+    /// resources if the answer is [`Reply::Always`]: any pattern with a
+    /// wildcard, or one naming something not requested. An approver should
+    /// call these out before offering "always" (R29).
+    pub fn broader_saves(&self) -> Vec<&str> {
+        self.save
+            .iter()
+            .map(String::as_str)
+            .filter(|p| p.contains(['*', '?']) || !self.resources.iter().any(|r| r == p))
+            .collect()
+    }
+}
+
 /// An approver's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
     /// Allow this request only.
     Once,
-    /// Allow, and allow the request's save patterns for the rest of the session.
+    /// Allow, and allow exactly the request's save patterns (as shown) for
+    /// the rest of the session, for the plugin that asked.
     Always,
     /// Refuse.
     Reject,
@@ -135,12 +154,23 @@ pub struct PermissionDenied {
     pub resource: String,
 }
 
-/// Rules plus the approver plus what users allowed "always", per session.
+/// Rules plus the approver plus what users allowed "always", per session
+/// and plugin.
 #[derive(Clone, Default)]
 pub(crate) struct Policy {
     pub(crate) rules: Rules,
     pub(crate) approver: Option<Arc<dyn Approver>>,
-    saved: Arc<Mutex<HashMap<String, Rules>>>,
+    /// Whose policy this is: the plugin's identity (name and digest), so
+    /// two plugins that share a name never share saved answers.
+    owner: String,
+    saved: Arc<Mutex<HashMap<SavedKey, Rules>>>,
+}
+
+/// Saved answers belong to one session and one plugin (R29).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SavedKey {
+    session: String,
+    owner: String,
 }
 
 impl fmt::Debug for Policy {
@@ -157,41 +187,54 @@ impl Policy {
         Policy {
             rules,
             approver,
+            owner: String::new(),
             saved: Arc::default(),
         }
     }
 
-    /// The same policy with `extra` rules appended (they win over ours).
-    pub(crate) fn with_rules(&self, extra: &Rules) -> Policy {
+    /// This policy for one plugin (`owner` identifies it), with the
+    /// plugin's `extra` rules appended (they win over ours).
+    pub(crate) fn for_plugin(&self, owner: String, extra: &Rules) -> Policy {
         let mut rules = self.rules.clone();
         rules.0.extend(extra.0.iter().cloned());
         Policy {
             rules,
             approver: self.approver.clone(),
+            owner,
             saved: self.saved.clone(),
         }
     }
 
-    fn effect(&self, session: &str, action: &str, resource: &str) -> Effect {
-        let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
-        match saved.get(session).map(|r| r.evaluate(action, resource)) {
-            Some(Effect::Allow) => Effect::Allow,
-            _ => self.rules.evaluate(action, resource),
+    /// The rules' effect; an "ask" that a saved answer covers is an allow.
+    /// Saved answers never override a deny rule.
+    fn effect(&self, key: &SavedKey, action: &str, resource: &str) -> Effect {
+        match self.rules.evaluate(action, resource) {
+            Effect::Ask => {
+                let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
+                match saved.get(key).map(|r| r.evaluate(action, resource)) {
+                    Some(Effect::Allow) => Effect::Allow,
+                    _ => Effect::Ask,
+                }
+            }
+            decided => decided,
         }
     }
 
     /// Evaluates `request`: any deny refuses; any ask goes to the approver
     /// (no approver refuses); "always" saves the request's patterns for the
-    /// session.
+    /// session and the plugin that asked.
     pub(crate) async fn decide(&self, request: &PermissionRequest) -> Result<(), PermissionDenied> {
         let denied = |resource: &str| PermissionDenied {
             action: request.action.clone(),
             resource: resource.to_owned(),
         };
-        let session = &request.context.session_id;
+        let key = SavedKey {
+            session: request.context.session_id.clone(),
+            owner: self.owner.clone(),
+        };
         let mut asking = None;
         for resource in &request.resources {
-            match self.effect(session, &request.action, resource) {
+            match self.effect(&key, &request.action, resource) {
                 Effect::Deny => return Err(denied(resource)),
                 Effect::Ask => asking = asking.or(Some(resource)),
                 Effect::Allow => {}
@@ -205,13 +248,66 @@ impl Policy {
             Reply::Once => Ok(()),
             Reply::Always => {
                 let mut saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
-                let rules = saved.entry(session.clone()).or_default();
+                let rules = saved.entry(key).or_default();
                 for pattern in &request.save {
                     rules.push(Rule::new(&request.action, pattern, Effect::Allow));
                 }
                 Ok(())
             }
             Reply::Reject => Err(denied(first)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn allow(resource: &str) -> Rules {
+        Rules(vec![Rule::new("edit", resource, Effect::Allow)])
+    }
+
+    proptest! {
+        #[test]
+        fn r27_literal_patterns_match_only_themselves(a in "[a-z/._-]{1,20}", b in "[a-z/._-]{1,20}") {
+            prop_assert_eq!(allow(&a).evaluate("edit", &a), Effect::Allow);
+            prop_assert_eq!(allow(&a).evaluate("edit", &b) == Effect::Allow, a == b);
+        }
+
+        #[test]
+        fn r27_star_matches_any_run_and_question_one_character(
+            prefix in "[a-z/]{0,10}",
+            rest in "\\PC{0,20}",
+            one in "\\PC",
+        ) {
+            let star = allow(&format!("{prefix}*"));
+            prop_assert_eq!(star.evaluate("edit", &format!("{prefix}{rest}")), Effect::Allow);
+            let question = allow(&format!("{prefix}?"));
+            prop_assert_eq!(question.evaluate("edit", &format!("{prefix}{one}")), Effect::Allow);
+            prop_assert_eq!(question.evaluate("edit", &prefix), Effect::Ask);
+        }
+
+        #[test]
+        fn r29_broader_saves_are_exactly_the_non_literal_or_unrequested_ones(
+            resources in proptest::collection::vec("[a-z/]{1,8}", 1..4),
+            extra in "[a-z/]{1,8}",
+        ) {
+            let request = |save: Vec<String>| PermissionRequest {
+                context: CallContext::default(),
+                plugin: "p".into(),
+                tool: "t".into(),
+                action: "edit".into(),
+                resources: resources.clone(),
+                save,
+                metadata: None,
+            };
+            prop_assert!(request(resources.clone()).broader_saves().is_empty());
+            let wild = request(vec![format!("{}*", resources[0])]);
+            prop_assert_eq!(wild.broader_saves().len(), 1);
+            let unrelated = request(vec![extra.clone()]);
+            prop_assert_eq!(unrelated.broader_saves().is_empty(), resources.contains(&extra));
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The `toolhost` CLI end to end: output, `--json` and exit codes.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::{
     BULK_OUTPUT, CHAOS, FS_TOOLS, FUTURE_VERSION, OTHER_WORLD, SEARCH_ONE, SEARCH_TWO, TEXT_TOOLS,
@@ -476,4 +477,213 @@ fn verbose_shows_captured_guest_output_and_env_grants_reach_the_guest() {
     ]);
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["output"]["value"], serde_json::Value::Null);
+}
+
+/// Spawns `toolhost` with stdout a pipe whose read end is closed at once.
+fn with_stdout_closed(args: &[&str]) -> Output {
+    let dirs = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(args)
+        .env("TOOLHOST_CACHE_DIR", dirs.path().join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_list_and_call_quietly() {
+    let echo = r#"{"message":"hi"}"#;
+    for args in [
+        &["list", TEXT_TOOLS][..],
+        &["list", "--json", TEXT_TOOLS],
+        &["call", TEXT_TOOLS, "echo", "--input", echo],
+        &["call", "--json", TEXT_TOOLS, "echo", "--input", echo],
+    ] {
+        let out = with_stdout_closed(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// Whether `text` holds a control character a terminal would act on.
+fn has_raw_control(text: &str) -> bool {
+    text.chars().any(|c| {
+        (c.is_control() && c != '\n' && c != '\t') || ('\u{202a}'..='\u{202e}').contains(&c)
+    })
+}
+
+#[test]
+fn r30_guest_text_on_stderr_is_escaped() {
+    let input = r#"{"message":"\u001b[2Jwiped\r\u202eevil"}"#;
+    let (code, _, stderr) = run(&["call", CHAOS, "fail", "--input", input]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(r"\u{1b}[2Jwiped\u{d}\u{202e}evil"),
+        "{stderr}"
+    );
+    assert!(!has_raw_control(&stderr), "{stderr:?}");
+
+    let input = r#"{"stdout":"\u001b]0;title\u0007out","stderr":"err\r\u001b[2K"}"#;
+    let (code, _, stderr) = run(&["call", CHAOS, "print", "--input", input, "--verbose"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(r"\u{1b}]0;title\u{7}out"), "{stderr}");
+    assert!(stderr.contains(r"err\u{d}\u{1b}[2K"), "{stderr}");
+    assert!(!has_raw_control(&stderr), "{stderr:?}");
+}
+
+#[test]
+fn r30_content_piped_to_a_file_stays_byte_exact() {
+    let input = r#"{"message":"a\u001b[31mb\r\tc"}"#;
+    let (code, stdout, stderr) = run(&["call", TEXT_TOOLS, "echo", "--input", input]);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (0, "a\x1b[31mb\r\tc\n"),
+        "{stderr}"
+    );
+}
+
+/// A manifest for text-tools in a fresh directory, with `grants` appended.
+fn manifest_granting(grants: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!("path = {TEXT_TOOLS:?}\nname = \"granted\"\n[grants]\n{grants}\n"),
+    )
+    .unwrap();
+    (dir, manifest.to_str().unwrap().to_owned())
+}
+
+#[test]
+fn manifest_grants_beyond_its_directory_need_yes_when_not_on_a_terminal() {
+    for (grants, shown) in [
+        (
+            r#"dirs = [{ host = "/", guest = "/host" }]"#,
+            "read-only access to / as /host",
+        ),
+        (
+            r#"dirs = [{ host = "..", guest = "/up" }]"#,
+            "as /up (outside the manifest's directory)",
+        ),
+        (
+            r#"dirs = [{ host = "data", guest = "/data", writable = true }]"#,
+            "read-write access to ",
+        ),
+        (
+            r#"env = ["HOME"]"#,
+            "environment variable HOME with this machine's value",
+        ),
+    ] {
+        let (_dir, manifest) = manifest_granting(grants);
+        let (code, stdout, stderr) = run(&["list", &manifest]);
+        assert_eq!(code, 2, "{grants}: {stdout}{stderr}");
+        assert!(stdout.is_empty(), "{grants}: {stdout}");
+        let error = stderr.lines().last().unwrap();
+        assert!(error.starts_with("error: manifest "), "{grants}: {stderr}");
+        for needle in [manifest.as_str(), "--yes", "terminal", shown] {
+            assert!(error.contains(needle), "{grants}: {needle} in {stderr}");
+        }
+
+        let (code, stdout, stderr) = run(&["list", "--yes", &manifest]);
+        assert_eq!(code, 0, "{grants}: {stderr}");
+        assert!(stdout.contains("echo"), "{stdout}");
+        assert!(
+            stderr.contains(&format!("{manifest} grants plugin granted: "))
+                && stderr.contains(shown),
+            "{grants}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn manifest_grants_inside_its_directory_are_shown_and_need_no_yes() {
+    let (dir, manifest) = manifest_granting(
+        r#"dirs = [{ host = "data", guest = "/data" }]
+env = [{ name = "MODE", value = "test" }]"#,
+    );
+    let (code, stdout, stderr) = run(&["list", &manifest]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("echo"), "{stdout}");
+    let data = dir.path().join("data").canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "read-only access to {} as /data\n",
+            data.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("environment variable MODE (value set by the manifest)"),
+        "{stderr}"
+    );
+    // The user's own flags grant without asking, even outside.
+    let (code, _, stderr) = run(&["list", TEXT_TOOLS, "--dir", "/::/host", "--dir-rw", "/tmp"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// Runs `toolhost` and fails the test if it has not exited within a minute.
+fn run_within_a_minute(args: &[&str]) -> (i32, String) {
+    let dirs = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(args)
+        .env("TOOLHOST_CACHE_DIR", dirs.path().join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("toolhost {args:?} did not exit within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().expect("exited"),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+#[test]
+fn r31_check_refuses_samples_that_are_not_a_small_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("a-directory")).unwrap();
+    let fifo = dir.path().join("a-fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let mut huge = "#".repeat(1024 * 1024);
+    huge.push_str("\n[[sample]]\n");
+    std::fs::write(dir.path().join("huge.toml"), huge).unwrap();
+    for (samples, why) in [
+        ("a-directory", "is not a regular file"),
+        ("a-fifo", "is not a regular file"),
+        ("huge.toml", "is larger than 1024 KiB"),
+    ] {
+        let manifest = dir.path().join(format!("{samples}.toml"));
+        std::fs::write(
+            &manifest,
+            format!("path = {TEXT_TOOLS:?}\nsamples = {samples:?}\n"),
+        )
+        .unwrap();
+        let (code, stdout) = run_within_a_minute(&["check", manifest.to_str().unwrap()]);
+        assert_eq!(code, 1, "{samples}: {stdout}");
+        let fail = stdout
+            .lines()
+            .find(|l| l.starts_with("FAIL"))
+            .unwrap_or_default();
+        assert!(
+            fail.contains(&format!(
+                "cannot read samples {}",
+                dir.path().join(samples).display()
+            )) && fail.contains(why),
+            "{samples}: {stdout}"
+        );
+    }
 }

@@ -301,6 +301,7 @@ async fn r16_utf8_is_cut_only_at_boundaries_and_retained_byte_for_byte() {
         .bounds(OutputBounds {
             max_lines: 10,
             max_bytes: 1_000,
+            ..OutputBounds::default()
         })
         .build()
         .unwrap();
@@ -642,6 +643,7 @@ async fn r16_bounds_are_configurable_per_plugin_and_per_tool() {
     let small = OutputBounds {
         max_lines: 10,
         max_bytes: 1_000,
+        ..OutputBounds::default()
     };
     let location = host.location("/r16-config");
     let options = toolhost::PluginOptions {
@@ -689,7 +691,7 @@ async fn r24_progress_outside_a_running_call_is_refused() {
             assert_eq!(d.tool, "activate");
             assert!(
                 d.to_string()
-                    .contains("call.progress used outside a tool call"),
+                    .contains("used call.progress outside a tool call"),
                 "{d}"
             );
         }

@@ -11,7 +11,9 @@ use crate::facade::location::Location;
 use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, OutputBounds};
 use crate::model::event::EventSink;
 use crate::model::hook::AfterHook;
-use crate::output::retain::{DEFAULT_RETENTION, OutputStore};
+use crate::output::retain::{
+    DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA, OutputStore, default_output_dir,
+};
 use crate::permission::{Approver, Policy, Rules};
 use crate::registry::placement::{Level, Placement};
 use crate::registry::snapshot::Overlay;
@@ -30,6 +32,7 @@ pub struct HostBuilder {
     bounds: OutputBounds,
     output_dir: Option<PathBuf>,
     retention: Duration,
+    retention_quota: u64,
     cache_dir: Option<PathBuf>,
     cache_limit: u64,
     sink: Option<Arc<dyn EventSink>>,
@@ -61,6 +64,7 @@ impl Default for HostBuilder {
             bounds: OutputBounds::default(),
             output_dir: None,
             retention: DEFAULT_RETENTION,
+            retention_quota: DEFAULT_RETENTION_QUOTA,
             cache_dir: None,
             cache_limit: DEFAULT_CACHE_LIMIT,
             sink: None,
@@ -103,10 +107,20 @@ impl HostBuilder {
         self
     }
 
-    /// Where oversized outputs are retained. Default: a `toolhost-outputs`
-    /// directory in the system temporary directory.
+    /// Where oversized outputs are retained: a directory of this user's,
+    /// created 0700 (files 0600), never a symlink. Default:
+    /// `$XDG_STATE_HOME/toolhost/outputs`, else
+    /// `~/.local/state/toolhost/outputs`.
     pub fn output_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.output_dir = Some(dir.into());
+        self
+    }
+
+    /// The most bytes retained outputs may take together; the oldest are
+    /// evicted to make room, and a single output larger than this fails its
+    /// call operationally. Default: [`DEFAULT_RETENTION_QUOTA`] (1 GiB).
+    pub fn retention_quota(mut self, bytes: u64) -> Self {
+        self.retention_quota = bytes;
         self
     }
 
@@ -169,13 +183,11 @@ impl HostBuilder {
             .cache_dir
             .map(|dir| CompileCache::new(dir, self.cache_limit));
         let runtime = Arc::new(Runtime::new(self.max_instances, cache)?);
-        let output_dir = self
-            .output_dir
-            .unwrap_or_else(|| std::env::temp_dir().join("toolhost-outputs"));
+        let output_dir = self.output_dir.unwrap_or_else(default_output_dir);
         // A broken output directory fails only calls that need retention,
         // with a clear operational error, not the whole host.
-        let outputs =
-            OutputStore::open(&output_dir).map_err(|e| format!("{}: {e}", output_dir.display()));
+        let outputs = OutputStore::open(&output_dir, self.retention_quota)
+            .map_err(|e| format!("{}: {e}", output_dir.display()));
         if let Ok(store) = &outputs
             && let Err(e) = store.clean(self.retention)
         {

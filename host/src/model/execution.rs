@@ -27,6 +27,9 @@ pub(crate) struct Invocation<'a> {
     pub(crate) context: &'a CallContext,
     pub(crate) progress: Progress,
     pub(crate) budget: Budget,
+    /// The largest machine output (JSON text) the result may carry: an
+    /// executor may refuse a larger one before parsing it.
+    pub(crate) max_machine_output: usize,
     /// When settlement began: wall time counts from here.
     pub(crate) started: Instant,
     /// When the call's deadline passes: settlement started the clock, so

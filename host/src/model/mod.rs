@@ -10,4 +10,5 @@ pub(crate) mod hook;
 pub(crate) mod outcome;
 pub(crate) mod plugin;
 pub(crate) mod schema;
+pub(crate) mod text;
 pub(crate) mod tool;

@@ -79,6 +79,15 @@ impl fmt::Display for DefectKind {
     }
 }
 
+impl DefectKind {
+    /// A machine output over its cap (R28).
+    pub(crate) fn machine_output_too_large(bytes: usize, max: usize) -> DefectKind {
+        DefectKind::Contract(format!(
+            "returned a machine output of {bytes} bytes; the limit is {max} (raise `limits.max_machine_output` in its manifest if the tool needs more)"
+        ))
+    }
+}
+
 /// A defect, naming plugin, version and tool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[error("plugin {plugin} {version}, tool `{tool}`: {kind}")]

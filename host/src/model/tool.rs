@@ -195,7 +195,26 @@ pub fn normalize_name(authored: &str) -> Result<String, NameError> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #[test]
+        fn r01_normalized_names_are_safe_and_normalizing_twice_changes_nothing(name in "\\PC{0,80}") {
+            match normalize_name(&name) {
+                Ok(n) => {
+                    prop_assert!(n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+                    prop_assert_eq!(n.len(), name.chars().count());
+                    prop_assert!((1..=MAX_NAME_LEN).contains(&n.len()));
+                    prop_assert_eq!(normalize_name(&n), Ok(n.clone()));
+                }
+                Err(NameError::Empty) => prop_assert!(name.is_empty()),
+                Err(NameError::TooLong(_, len)) => prop_assert!(len > MAX_NAME_LEN),
+                Err(NameError::Reserved) => prop_assert_eq!(name, RESERVED_NAME),
+            }
+        }
+    }
 
     #[test]
     fn r01_normalize_replaces_unsupported_characters() {

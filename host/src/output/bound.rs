@@ -3,10 +3,10 @@
 use crate::model::budget::OutputBounds;
 
 /// Bytes of the byte limit kept free for the omission marker.
-const MARKER_ROOM: usize = 256;
+pub(crate) const MARKER_ROOM: usize = 256;
 
 /// Lines of the line limit kept free for the omission marker.
-const MARKER_LINES: usize = 2;
+pub(crate) const MARKER_LINES: usize = 2;
 
 /// Counts lines: line breaks, plus one for a final line without a break.
 pub fn count_lines(text: &str) -> usize {
@@ -23,6 +23,14 @@ pub fn within(text: &str, bounds: &OutputBounds) -> bool {
 pub(crate) fn marker(omitted_bytes: usize, omitted_lines: usize, reference: &str) -> String {
     format!(
         "[... {omitted_lines} lines ({omitted_bytes} bytes) omitted; full output retained as {reference} ...]\n"
+    )
+}
+
+/// The marker that stands for the text parts after a cut, retained
+/// together (joined by newlines).
+pub(crate) fn parts_marker(parts: usize, bytes: usize, reference: &str) -> String {
+    format!(
+        "[... {parts} more text parts ({bytes} bytes) omitted; full text retained as {reference} ...]\n"
     )
 }
 
@@ -113,12 +121,52 @@ fn ceil_boundary(text: &str, mut i: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// Text of short lines with multi-byte characters, sometimes one huge
+    /// line.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            proptest::collection::vec("[a-zé€😀 ]{0,40}", 0..400).prop_map(|l| l.join("\n")),
+            "[a-z€😀]{1,3000}",
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn r28_preview_stays_within_bounds_and_cuts_only_at_boundaries(
+            text in text(),
+            max_lines in 3usize..100,
+            max_bytes in 300usize..4000,
+        ) {
+            let bounds = OutputBounds { max_lines, max_bytes, ..OutputBounds::default() };
+            prop_assume!(!within(&text, &bounds));
+            let reference = "toolhost-output:0123456789abcdef0123456789abcdef";
+            let p = preview(&text, &bounds, reference);
+            prop_assert!(p.len() <= max_bytes, "{} > {max_bytes}", p.len());
+            prop_assert!(count_lines(&p) <= max_lines);
+            // The head is whole lines of the text, or a cut inside its first
+            // line (then followed by a line break of the marker's own); the
+            // tail is a suffix. Cuts fall on char boundaries: a `String`
+            // could not hold anything else.
+            let head = &p[..p.find("[... ").unwrap()];
+            let whole_lines = head.is_empty() || (head.ends_with('\n') && text.starts_with(head));
+            let first_line_cut = head
+                .strip_suffix('\n')
+                .is_some_and(|h| !h.contains('\n') && text.starts_with(h));
+            prop_assert!(whole_lines || first_line_cut, "head {head:?}");
+            let tail = &p[p.find(" ...]\n").unwrap() + 6..];
+            prop_assert!(text.ends_with(tail));
+        }
+    }
 
     fn bounds(max_lines: usize, max_bytes: usize) -> OutputBounds {
         OutputBounds {
             max_lines,
             max_bytes,
+            ..OutputBounds::default()
         }
     }
 

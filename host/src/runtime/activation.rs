@@ -8,6 +8,7 @@ use wasmtime::Store;
 
 use crate::error::Error;
 use crate::model::outcome::Defect;
+use crate::model::text::{MAX_MESSAGE_BYTES, truncate};
 use crate::registry::placement::Placement;
 use crate::registry::scope::Scope;
 use crate::runtime::classify::{Stop, classify};
@@ -55,6 +56,7 @@ impl Activation {
             }),
             budget: code.budget,
             bounds: code.bounds,
+            registered: (0, 0),
         };
         let mut store = code.store(&code.budget, Role::Activation(state))?;
         let result = run_activate(code, &mut store).await;
@@ -112,7 +114,7 @@ async fn run_activate(code: &PluginCode, store: &mut Store<StoreState>) -> Resul
         Ok(Ok(Ok(()))) => Ok(()),
         Ok(Ok(Err(message))) => Err(Error::Activation {
             plugin: plugin(),
-            message,
+            message: truncate(message, MAX_MESSAGE_BYTES),
         }),
         Ok(Err(e)) => Err(match classify(&e, store, code.max_instances) {
             Stop::Fuel => Error::ActivationInterrupted {

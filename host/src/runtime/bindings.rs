@@ -73,3 +73,16 @@ impl From<wasmtime::Error> for PermissionError {
         PermissionError::Trap(e)
     }
 }
+
+/// A guest used an import where the contract forbids it (e.g. `progress`
+/// during `activate`): a defect, told apart by this type.
+#[derive(Debug)]
+pub(crate) struct ImportMisuse(pub(crate) String);
+
+impl std::fmt::Display for ImportMisuse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ImportMisuse {}

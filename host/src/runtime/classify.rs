@@ -4,7 +4,8 @@
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap};
 
 use crate::model::outcome::{DefectKind, FaultKind, HostFault};
-use crate::runtime::store::StoreState;
+use crate::runtime::bindings::ImportMisuse;
+use crate::runtime::store::{MAX_HOST_COPY_BYTES, StoreState};
 
 /// How a failed guest call ends.
 #[derive(Debug)]
@@ -44,9 +45,21 @@ pub(crate) fn classify(e: &wasmtime::Error, store: &Store<StoreState>, max_insta
     if let Some(message) = panic_message(&state.stderr.text()) {
         return Stop::Defect(DefectKind::Panic(message));
     }
+    if let Some(misuse) = e.downcast_ref::<ImportMisuse>() {
+        return Stop::Defect(DefectKind::Contract(misuse.0.clone()));
+    }
     Stop::Defect(DefectKind::Trap(match trap {
+        // A Rust guest's shadow stack lives in linear memory: overflowing it
+        // shows up as an access out of bounds.
+        Some(Trap::MemoryOutOfBounds) => {
+            "out of bounds memory access — often a stack overflow in the guest".into()
+        }
         Some(t) => t.to_string(),
-        None => format!("{e:#}"),
+        // Not a trap: copying values between guest and host failed, most
+        // often because they exceed the host-copy limit.
+        None => format!(
+            "{e:#} (a call may move at most {MAX_HOST_COPY_BYTES} bytes between guest and host: the host-copy limit)"
+        ),
     }))
 }
 

@@ -46,6 +46,7 @@ impl WasmTool {
         };
         let state = CallState {
             context: inv.context.clone(),
+            plugin: self.plugin.info.name.clone(),
             tool: inv.tool_name.to_owned(),
             progress: inv.progress.clone(),
             policy: self.plugin.policy.clone(),
@@ -62,8 +63,8 @@ impl WasmTool {
             }
         };
         let raced = self.race(&mut store, &inv).await;
-        let mut warnings = Vec::new();
-        let ended = self.ended(raced, &store, &mut warnings);
+        let mut warnings = std::mem::take(&mut store.data_mut().notes);
+        let ended = self.ended(raced, &store, inv.max_machine_output, &mut warnings);
         let usage = usage(&store, &inv, &ended);
         let logs = take_logs(store.data());
         // The store, trapped or not, is dropped here: never reused (R21).
@@ -110,10 +111,16 @@ impl WasmTool {
         }
     }
 
-    fn ended(&self, raced: Raced, store: &Store<StoreState>, warnings: &mut Vec<String>) -> Ended {
+    fn ended(
+        &self,
+        raced: Raced,
+        store: &Store<StoreState>,
+        max_output: usize,
+        warnings: &mut Vec<String>,
+    ) -> Ended {
         match raced {
             Err(i) => Ended::Interrupted(i),
-            Ok(Ok(Ok(response))) => match convert(response, warnings) {
+            Ok(Ok(Ok(response))) => match convert(response, max_output, warnings) {
                 Ok(r) => Ended::Response(r),
                 Err(kind) => Ended::Defect(kind),
             },
@@ -172,8 +179,16 @@ fn parse_metadata(text: Option<String>, warnings: &mut Vec<String>) -> Option<Va
 }
 
 /// Turns the guest's response into host values. Output that is not JSON is
-/// a contract violation: the guest promised JSON text.
-fn convert(r: wit::ToolResponse, warnings: &mut Vec<String>) -> Result<ToolResponse, DefectKind> {
+/// a contract violation: the guest promised JSON text. Output over its cap
+/// is refused before it is parsed (R28).
+fn convert(
+    r: wit::ToolResponse,
+    max_output: usize,
+    warnings: &mut Vec<String>,
+) -> Result<ToolResponse, DefectKind> {
+    if let Some(text) = r.output.as_ref().filter(|t| t.len() > max_output) {
+        return Err(DefectKind::machine_output_too_large(text.len(), max_output));
+    }
     let output = r
         .output
         .map(|text| serde_json::from_str(&text))

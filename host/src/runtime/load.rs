@@ -23,6 +23,10 @@ use crate::runtime::store::{Role, StoreState, new_store};
 /// The first bytes of every WebAssembly binary.
 const WASM_MAGIC: &[u8; 4] = b"\0asm";
 
+/// The largest plugin file read: far above any real component (ours are
+/// well under 10 MiB), far below what would strain the host.
+pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
+
 /// How to load a plugin. Every capability starts denied.
 #[derive(Debug, Clone)]
 pub struct PluginOptions {
@@ -157,6 +161,8 @@ async fn load(
         digest: compiled.digest,
         from_cache: compiled.from_cache,
     };
+    let owner = format!("{} {}", info.name, info.digest);
+    let policy = defaults.policy.for_plugin(owner, &options.rules);
     Ok(Plugin {
         code: Arc::new(PluginCode {
             info,
@@ -165,7 +171,7 @@ async fn load(
             budget: defaults.budget.with(&options.overrides),
             bounds: options.bounds,
             grants: options.grants.clone(),
-            policy: defaults.policy.with_rules(&options.rules),
+            policy,
             slots: Arc::new(Semaphore::new(
                 options.concurrency.unwrap_or(defaults.concurrency).max(1),
             )),
@@ -183,10 +189,7 @@ struct Compiled {
 }
 
 fn compile(runtime: &Runtime, path: &Path) -> Result<Compiled, LoadError> {
-    let wasm = std::fs::read(path).map_err(|source| LoadError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let wasm = read_regular_file(path, MAX_PLUGIN_BYTES)?;
     check_header(path, &wasm)?;
     let (component, from_cache) = runtime.compile(&wasm).map_err(|e| LoadError::Invalid {
         path: path.to_owned(),
@@ -280,4 +283,69 @@ fn check_world(
         });
     }
     Ok(())
+}
+
+/// Reads `path`, which must be a regular file of at most `max` bytes. It is
+/// opened without blocking (a FIFO cannot stall the loader) and read with a
+/// bound (a device or a growing file cannot make it read forever).
+pub(crate) fn read_regular_file(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
+    use std::io::Read as _;
+
+    let read_error = |source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = open_nonblocking(path).map_err(read_error)?;
+    let meta = file.metadata().map_err(read_error)?;
+    if !meta.is_file() {
+        return Err(LoadError::NotAFile {
+            path: path.to_owned(),
+            kind: file_kind(&meta),
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > max {
+        return Err(LoadError::TooLarge {
+            path: path.to_owned(),
+            limit: max,
+        });
+    }
+    Ok(bytes)
+}
+
+#[cfg(unix)]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return "a FIFO";
+        } else if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        } else if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if meta.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
 }

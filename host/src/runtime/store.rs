@@ -15,6 +15,17 @@ use crate::runtime::stdio::LogBuffer;
 /// Table elements a guest may have: ample for real programs' function tables.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
+/// The most data one call may move between guest and host, either way
+/// (wasmtime's "hostcall fuel", set per store to this documented value).
+pub const MAX_HOST_COPY_BYTES: usize = 128 << 20;
+
+/// Handles (files, directories, streams) one call may hold at once: ample
+/// for a tool, far below the host's descriptor limit (R31).
+pub const MAX_HANDLES_PER_CALL: usize = 1024;
+
+/// Notes one store keeps for its call's warnings; more are dropped.
+const MAX_NOTES: usize = 16;
+
 /// Data of a store. `activation` is set only in an activation's store and
 /// `call` only in a call's, so each import is live only where it belongs.
 pub(crate) struct StoreState {
@@ -25,6 +36,18 @@ pub(crate) struct StoreState {
     pub(crate) stderr: LogBuffer,
     pub(crate) activation: Option<ActivationState>,
     pub(crate) call: Option<CallState>,
+    /// What the host refused the guest on the way (e.g. a FIFO it tried to
+    /// open): warnings of the call.
+    pub(crate) notes: Vec<String>,
+}
+
+impl StoreState {
+    /// Records a note for the call's warnings, once per distinct text.
+    pub(crate) fn note(&mut self, note: String) {
+        if self.notes.len() < MAX_NOTES && !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
 }
 
 impl WasiView for StoreState {
@@ -56,17 +79,21 @@ pub(crate) fn new_store(
         Role::Activation(a) => (Some(a), None),
         Role::Call(c) => (None, Some(c)),
     };
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(MAX_HANDLES_PER_CALL);
     let state = StoreState {
         wasi,
-        table: ResourceTable::new(),
+        table,
         limiter: MemoryLimiter::new(budget.memory),
         stdout,
         stderr,
         activation,
         call,
+        notes: Vec::new(),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
+    store.set_hostcall_fuel(MAX_HOST_COPY_BYTES);
     store.set_fuel(budget.fuel).map_err(Error::engine)?;
     store
         .fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))

@@ -14,6 +14,9 @@ use crate::settle::metadata::check_metadata;
 /// parts are rejected.
 pub const MAX_MEDIA_BYTES: usize = 5 << 20;
 
+/// The most media one result may carry, all parts together (R28).
+pub const MAX_RESULT_MEDIA_BYTES: usize = 10 << 20;
+
 pub(super) fn normalize(
     tool: &Tool,
     name: &str,
@@ -48,21 +51,29 @@ pub(super) fn normalize(
     Ok(completed)
 }
 
-/// Content must be non-empty and media within [`MAX_MEDIA_BYTES`]; the
-/// problem, if not.
+/// Content must be non-empty and media within [`MAX_MEDIA_BYTES`] per part
+/// and [`MAX_RESULT_MEDIA_BYTES`] in all; the problem, if not.
 pub(super) fn check(completed: &Completed) -> Result<(), String> {
     if completed.content.is_empty() {
         return Err("returned empty content".into());
     }
+    let mut total = 0;
     for part in &completed.content {
-        if let ContentPart::Media { data, .. } = part
-            && data.len() > MAX_MEDIA_BYTES
-        {
+        let ContentPart::Media { data, .. } = part else {
+            continue;
+        };
+        if data.len() > MAX_MEDIA_BYTES {
             return Err(format!(
                 "returned a media part of {} bytes; the limit is {MAX_MEDIA_BYTES}",
                 data.len()
             ));
         }
+        total += data.len();
+    }
+    if total > MAX_RESULT_MEDIA_BYTES {
+        return Err(format!(
+            "returned {total} bytes of media in one result; the limit is {MAX_RESULT_MEDIA_BYTES}"
+        ));
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use crate::model::content::ToolResponse;
 use crate::model::event::Progress;
 use crate::model::execution::{Ended, Invocation};
 use crate::model::outcome::{Culprit, Defect, DefectKind, ErrorKind, Outcome};
+use crate::model::text::{MAX_MESSAGE_BYTES, truncate};
 use crate::model::tool::Tool;
 use crate::settle::metadata::check_metadata;
 use crate::settle::pipeline::{MAX_PARTIAL_BYTES, Pipeline, Record};
@@ -22,6 +23,7 @@ pub(super) async fn execute(
     started: Instant,
     record: &mut Record,
 ) -> Result<ToolResponse, Outcome> {
+    let bounds = tool.bounds().unwrap_or(pipeline.bounds);
     let budget = tool
         .budget()
         .unwrap_or(pipeline.budget)
@@ -40,6 +42,7 @@ pub(super) async fn execute(
             context: &call.context,
             progress: progress.clone(),
             budget,
+            max_machine_output: bounds.max_machine_output,
             started,
             deadline: started + budget.timeout,
             cancel: &call.cancel,
@@ -53,7 +56,7 @@ pub(super) async fn execute(
     match execution.ended {
         Ended::Response(response) => Ok(response),
         Ended::ToolFailure(failure) => Err(Outcome::Error {
-            message: failure.message,
+            message: truncate(failure.message, MAX_MESSAGE_BYTES),
             kind: ErrorKind::ToolFailure,
             partial: bound_partial(last_progress, &mut record.warnings),
             metadata: check_metadata(failure.metadata, &mut record.warnings),

@@ -5,7 +5,6 @@ use serde_json::Value;
 
 use crate::model::call::Call;
 use crate::model::outcome::{ErrorKind, Outcome};
-use crate::model::schema::Violation;
 use crate::model::tool::Tool;
 
 /// How much of the given arguments an input error quotes back.
@@ -31,19 +30,10 @@ pub(super) fn decode(tool: &Tool, call: &Call) -> Result<Value, Outcome> {
         format!(
             "The arguments for tool `{}` do not match its input schema:\n{}\nArguments given: {}\nCorrect the arguments and call the tool again.",
             call.tool,
-            list(&violations),
+            violations,
             quote(&call.input)
         ),
     ))
-}
-
-/// One violation per line, `- /path: message`.
-pub(super) fn list(violations: &[Violation]) -> String {
-    violations
-        .iter()
-        .map(|v| format!("- {v}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn quote(input: &str) -> String {

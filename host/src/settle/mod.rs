@@ -56,9 +56,11 @@ async fn run(
     let tool = resolve::resolve(tools, &call.tool)?;
     let input = input::decode(tool, call)?;
     let response = execute::execute(pipeline, tool, call, input, started, record).await?;
-    output::check(tool, &call.tool, response.output.as_ref())?;
-    let mut completed = content::normalize(tool, &call.tool, response, &mut record.warnings)?;
     let bounds = tool.bounds().unwrap_or(pipeline.bounds);
+    let output = response.output.as_ref();
+    output::check_size(tool, &call.tool, output, bounds.max_machine_output)?;
+    output::check(tool, &call.tool, output)?;
+    let mut completed = content::normalize(tool, &call.tool, response, &mut record.warnings)?;
     bound::bound(pipeline, &mut completed, &bounds)?;
     Ok(completed)
 }

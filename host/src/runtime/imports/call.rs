@@ -5,17 +5,27 @@ use std::sync::Arc;
 
 use crate::model::call::CallContext;
 use crate::model::event::Progress;
-use crate::permission::{PermissionRequest, Policy};
-use crate::runtime::bindings::PermissionError;
+use crate::model::text::truncate;
+use crate::permission::{PermissionDenied, PermissionRequest, Policy};
 use crate::runtime::bindings::toolhost::plugin::call as wit;
+use crate::runtime::bindings::{ImportMisuse, PermissionError};
 
 /// The longest JSON text accepted for one progress update or permission
 /// metadata; larger values are guest misbehaviour.
 pub const MAX_PROGRESS_BYTES: usize = 64 << 10;
 
+/// Resources, and save patterns, one permission request may name: what a
+/// person can review at once.
+pub const MAX_PERMISSION_ITEMS: usize = 64;
+
+/// The longest action, resource or save pattern of a permission request.
+pub const MAX_PERMISSION_TEXT: usize = 4 << 10;
+
 /// What a call's store knows about its call.
 pub(crate) struct CallState {
     pub(crate) context: CallContext,
+    /// The plugin's name, for saved permission answers.
+    pub(crate) plugin: String,
     pub(crate) tool: String,
     pub(crate) progress: Progress,
     pub(crate) policy: Policy,
@@ -33,7 +43,9 @@ impl CallImport<'_> {
         // Outside a call (during activation) these imports do not exist in
         // spirit; using them is a guest defect.
         self.call.as_deref_mut().ok_or_else(|| {
-            wasmtime::format_err!("call.{func} used outside a tool call (during activate)")
+            wasmtime::Error::new(ImportMisuse(format!(
+                "used call.{func} outside a tool call (during activate)"
+            )))
         })
     }
 }
@@ -69,12 +81,16 @@ impl wit::Host for CallImport<'_> {
         metadata: Option<String>,
     ) -> Result<(), PermissionError> {
         let call = self.call("request-permission")?;
+        if let Some(refusal) = oversized(&action, &resources, &save) {
+            return Err(PermissionError::Denied(refusal));
+        }
         let metadata = metadata
             .filter(|m| m.len() <= MAX_PROGRESS_BYTES)
             .and_then(|m| serde_json::from_str(&m).ok())
             .filter(serde_json::Value::is_object);
         let request = PermissionRequest {
             context: call.context.clone(),
+            plugin: call.plugin.clone(),
             tool: call.tool.clone(),
             action,
             resources,
@@ -98,4 +114,23 @@ impl wit::Host for CallImport<'_> {
             PermissionError::Trap(trap) => Err(trap),
         }
     }
+}
+
+/// A refusal for a request too large to show anyone (R28), if it is.
+fn oversized(action: &str, resources: &[String], save: &[String]) -> Option<PermissionDenied> {
+    let too_long = |s: &String| s.len() > MAX_PERMISSION_TEXT;
+    let problem = if resources.len() > MAX_PERMISSION_ITEMS || save.len() > MAX_PERMISSION_ITEMS {
+        format!("(a request may name at most {MAX_PERMISSION_ITEMS} resources and save patterns)")
+    } else if action.len() > MAX_PERMISSION_TEXT
+        || resources.iter().any(too_long)
+        || save.iter().any(too_long)
+    {
+        format!("(a request's texts are at most {MAX_PERMISSION_TEXT} bytes each)")
+    } else {
+        return None;
+    };
+    Some(PermissionDenied {
+        action: truncate(action.to_owned(), 64),
+        resource: problem,
+    })
 }

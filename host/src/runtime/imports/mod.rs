@@ -2,6 +2,7 @@
 //! on the narrow part of the store state it needs.
 
 pub(crate) mod call;
+pub(crate) mod filesystem;
 pub(crate) mod registry;
 
 use wasmtime::component::{HasData, Linker};
@@ -29,6 +30,7 @@ fn registry_view(state: &mut StoreState) -> registry::RegistryImport<'_> {
 /// Adds WASI (p2) and the Toolhost imports to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    filesystem::add_to_linker(linker)?;
     wit::types::add_to_linker::<StoreState, RegistryData>(linker, registry_view)?;
     wit::registry::add_to_linker::<StoreState, RegistryData>(linker, registry_view)?;
     wit::call::add_to_linker::<StoreState, CallData>(linker, |s| call::CallImport {

@@ -8,12 +8,32 @@ use wasmtime::component::{Resource, ResourceTable};
 use crate::model::budget::{Budget, OutputBounds};
 use crate::model::execution::Executor;
 use crate::model::schema::Schema;
+use crate::model::text::truncate;
 use crate::model::tool::Tool;
 use crate::registry::placement::RegistrationError;
 use crate::registry::scope::Scope;
 use crate::runtime::bindings::toolhost::plugin::registry as wit;
 use crate::runtime::bindings::toolhost::plugin::types::ToolDefinition;
 use crate::runtime::bindings::{RegisterError, RegistrationHandle};
+
+/// Tools one activation may register, across its `register` calls: more
+/// than any model can choose between.
+pub const MAX_TOOLS_PER_ACTIVATION: usize = 1024;
+
+/// The largest input or output schema, as JSON text.
+pub const MAX_SCHEMA_BYTES: usize = 1 << 20;
+
+/// The longest tool description: it is read by a model on every request.
+pub const MAX_DESCRIPTION_BYTES: usize = 16 << 10;
+
+/// The longest authored tool name (names are cut to 64 characters anyway;
+/// this bounds what an error message quotes).
+const MAX_AUTHORED_NAME_BYTES: usize = 256;
+
+/// All definitions one activation may register, in bytes of names,
+/// descriptions and schemas: bounds the host memory a plugin's registry
+/// entries take, whatever the guest's own memory limit.
+pub const MAX_REGISTERED_BYTES: usize = 16 << 20;
 
 /// Makes the executor of a registered tool from its authored name: a call
 /// into the activating plugin.
@@ -28,6 +48,53 @@ pub(crate) struct ActivationState {
     /// The plugin's budget and bounds travel with each of its tools.
     pub(crate) budget: Budget,
     pub(crate) bounds: Option<OutputBounds>,
+    /// What this activation registered so far: tools and bytes.
+    pub(crate) registered: (usize, usize),
+}
+
+/// Refuses definitions over the registration limits, before any is parsed
+/// (R28); on success counts them against the activation.
+fn check_limits(
+    activation: &mut ActivationState,
+    tools: &[ToolDefinition],
+) -> Result<(), RegisterError> {
+    let refuse = |def: &ToolDefinition, message: String| RegisterError::InvalidSchema {
+        tool: truncate(def.name.clone(), MAX_AUTHORED_NAME_BYTES),
+        message,
+    };
+    let (mut count, mut bytes) = activation.registered;
+    for def in tools {
+        let output = def.output_schema.as_ref().map_or(0, String::len);
+        let largest = def.input_schema.len().max(output);
+        count += 1;
+        bytes += def.name.len() + def.description.len() + def.input_schema.len() + output;
+        let problem = if def.name.len() > MAX_AUTHORED_NAME_BYTES {
+            format!(
+                "its name is {} bytes; names are at most 64 characters",
+                def.name.len()
+            )
+        } else if def.description.len() > MAX_DESCRIPTION_BYTES {
+            format!(
+                "its description is {} bytes; the limit is {MAX_DESCRIPTION_BYTES}",
+                def.description.len()
+            )
+        } else if largest > MAX_SCHEMA_BYTES {
+            format!(
+                "a schema of {largest} bytes exceeds the limit of {MAX_SCHEMA_BYTES} per schema"
+            )
+        } else if count > MAX_TOOLS_PER_ACTIVATION {
+            format!("an activation may register at most {MAX_TOOLS_PER_ACTIVATION} tools")
+        } else if bytes > MAX_REGISTERED_BYTES {
+            format!(
+                "an activation may register at most {MAX_REGISTERED_BYTES} bytes of definitions"
+            )
+        } else {
+            continue;
+        };
+        return Err(refuse(def, problem));
+    }
+    activation.registered = (count, bytes);
+    Ok(())
 }
 
 /// The narrow view the registry import works on.
@@ -72,9 +139,10 @@ impl wit::Host for RegistryImport<'_> {
         &mut self,
         tools: Vec<ToolDefinition>,
     ) -> Result<Resource<RegistrationHandle>, RegisterError> {
-        let Some(activation) = self.activation.as_deref().filter(|a| a.activating) else {
+        let Some(activation) = self.activation.as_deref_mut().filter(|a| a.activating) else {
             return Err(RegisterError::NotActivating);
         };
+        check_limits(activation, &tools)?;
         // Compile every schema before touching the registry (R2).
         let compiled = tools
             .into_iter()
