@@ -56,7 +56,7 @@ pub(crate) async fn run(
         json: common.json,
         terminal,
     });
-    let host = common.host(Some(printer))?;
+    let host = common.host(Some(printer), true)?;
     let specs = specs(std::slice::from_ref(&plugin.to_path_buf()), common)?;
     let (location, _activations) = activate_all(&host, &specs).await?;
     let snapshot = location.snapshot();

@@ -33,9 +33,10 @@ pub(crate) struct Common {
     /// Allow a permission: ACTION:PATTERN, e.g. edit:/tmp/* (repeatable).
     #[arg(long = "allow", value_name = "ACTION:PATTERN", value_parser = parse_allow)]
     allow: Vec<Rule>,
-    /// Approve every permission request that asks.
+    /// Approve every permission request that asks, and confirm a manifest's
+    /// grants.
     #[arg(long)]
-    yes: bool,
+    pub(crate) yes: bool,
     /// Grant a directory read-only: HOST[::GUEST] (repeatable).
     #[arg(long = "dir", value_name = "HOST[::GUEST]")]
     dirs: Vec<String>,
@@ -68,14 +69,21 @@ impl Common {
         }
     }
 
-    pub(crate) fn host(&self, sink: Option<Arc<dyn EventSink>>) -> Result<Host, Failure> {
+    /// The host for a command; `may_prompt` lets permission questions be
+    /// asked on the terminal (not when stdin carries a protocol).
+    pub(crate) fn host(
+        &self,
+        sink: Option<Arc<dyn EventSink>>,
+        may_prompt: bool,
+    ) -> Result<Host, Failure> {
         let mut builder = Host::builder().rules(Rules(self.allow.clone()));
         if let Some(sink) = sink {
             builder = builder.event_sink(sink);
         }
+        let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         if self.yes {
             builder = builder.approver(Arc::new(prompt::Yes));
-        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        } else if may_prompt && terminal {
             builder = builder.approver(Arc::new(prompt::Terminal));
         }
         if let Some(dir) = &self.output_dir {

@@ -15,7 +15,7 @@ pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Fail
             "compile fills the compile cache; drop --no-cache"
         )));
     }
-    let host = common.host(None)?;
+    let host = common.host(None, true)?;
     let specs = specs(plugins, common)?;
     let bar = if std::io::stderr().is_terminal() && !common.json {
         let bar = ProgressBar::new(specs.len() as u64);

@@ -9,6 +9,7 @@ mod compile;
 mod grants;
 mod list;
 mod prompt;
+mod serve;
 mod stdio;
 mod terminal;
 
@@ -75,6 +76,31 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Serve the plugins' tools over the Model Context Protocol (stdio, or
+    /// streamable HTTP with --http).
+    Serve {
+        /// Plugins: .wasm components, .toml manifests, or directories of them.
+        #[arg(required = true)]
+        plugins: Vec<PathBuf>,
+        /// Serve streamable HTTP at /mcp on ADDR (e.g. 127.0.0.1:8080)
+        /// instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// Reload a plugin when its file changes.
+        #[arg(long)]
+        watch: bool,
+        /// Bearer token HTTP requests must carry; required off loopback.
+        #[arg(long, env = "TOOLHOST_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Append durable events (progress, outcomes) to FILE as JSON Lines.
+        #[arg(long, value_name = "FILE")]
+        events: Option<PathBuf>,
+        /// On SIGINT/SIGTERM, how long calls in flight may finish.
+        #[arg(long, default_value = "10s", value_parser = toolhost::parse_duration)]
+        grace: Duration,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Compile plugins into the compile cache.
     Compile {
         /// Plugins: .wasm components or .toml manifests.
@@ -128,7 +154,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=error")),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -153,6 +179,25 @@ fn main() -> ExitCode {
             } => call::run(&plugin, &tool, &input, &common).await,
             Command::Check { plugins, common } => check::run(&plugins, &common).await,
             Command::Compile { plugins, common } => compile::run(&plugins, &common).await,
+            Command::Serve {
+                plugins,
+                http,
+                watch,
+                token,
+                events,
+                grace,
+                common,
+            } => {
+                let serve = serve::Serve {
+                    plugins,
+                    http,
+                    watch,
+                    token,
+                    events,
+                    grace,
+                };
+                serve::run(serve, &common).await
+            }
         }
     });
     // A blocking thread can still be stuck on a guest's behalf (a prompt

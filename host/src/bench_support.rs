@@ -111,13 +111,14 @@ pub async fn fresh_calls(
     let cx = context();
     let start = Instant::now();
     for _ in 0..n {
-        let progress = Progress::new(Default::default(), tool.into(), None);
+        let progress = Progress::new(Default::default(), tool.into(), None, None);
         let state = CallState {
             context: Default::default(),
             plugin: code.info.name.clone(),
             tool: tool.into(),
             progress,
             policy: code.policy.clone(),
+            approver: None,
             config: code.config.clone(),
         };
         let mut store = code

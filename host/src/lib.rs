@@ -78,6 +78,8 @@
 mod error;
 mod facade;
 mod manifest;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod model;
 mod output;
 mod permission;
@@ -95,13 +97,27 @@ pub use facade::host::{Host, HostBuilder};
 pub use facade::location::Location;
 pub use facade::snapshot::Snapshot;
 pub use manifest::{MAX_MANIFEST_BYTES, Manifest, parse_duration, parse_size};
+#[cfg(feature = "mcp")]
+pub use mcp::handler::{MESSAGE_ID_KEY, SESSION_ID_KEY};
+#[cfg(feature = "mcp")]
+pub use mcp::http::{HttpOptions, MAX_REQUEST_BODY_BYTES};
+#[cfg(feature = "mcp")]
+pub use mcp::results::{BUSY, DEFECT, INTERRUPTED};
+#[cfg(feature = "mcp")]
+pub use mcp::server::{
+    MAX_CALLS_IN_FLIGHT, MAX_CALLS_PER_SESSION, McpServer, PERMISSION_ANSWER_TIMEOUT, ServeError,
+};
+#[cfg(feature = "mcp")]
+pub use mcp::watch::Watcher;
+pub use model::approval::{Approver, PermissionDenied, PermissionRequest, Reply};
 pub use model::budget::{
     Budget, BudgetOverrides, DEFAULT_CONCURRENCY, DEFAULT_FUEL, DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES, DEFAULT_MAX_MACHINE_OUTPUT, DEFAULT_MEMORY, DEFAULT_TIMEOUT,
     FUEL_YIELD_INTERVAL, Limit, MAX_MEMORY, OutputBounds, Usage,
 };
-pub use model::call::{Call, CallContext};
+pub use model::call::Call;
 pub use model::content::{ContentPart, ToolFailure, ToolResponse};
+pub use model::context::CallContext;
 pub use model::event::{EventSink, ProgressEvent, SinkError, SinkFuture};
 pub use model::execution::ToolContext;
 pub use model::hook::{AfterHook, HookCall};
@@ -118,7 +134,7 @@ pub use model::tool::{
     MAX_NAME_LEN, NameError, RESERVED_NAME, Tool, ToolDefinition, normalize_name,
 };
 pub use output::retain::{DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA};
-pub use permission::{Approver, Effect, PermissionDenied, PermissionRequest, Reply, Rule, Rules};
+pub use permission::{Effect, Rule, Rules};
 pub use registry::placement::{Level, Registration, RegistrationError};
 pub use registry::scope::Scope;
 pub use registry::snapshot::{CatalogEntry, SnapshotOptions};

@@ -6,15 +6,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use wildmatch::WildMatch;
 
-use crate::model::call::CallContext;
+use crate::model::approval::{Approver, PermissionDenied, PermissionRequest, Reply};
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,72 +85,6 @@ impl Rules {
     }
 }
 
-/// A tool's request to act, as the approver sees it. Every string in it
-/// comes from the guest: show it escaped (see [`PermissionRequest::broader_saves`]
-/// for what an "always" would allow beyond this request).
-#[derive(Debug, Clone, Serialize)]
-pub struct PermissionRequest {
-    /// The call asking.
-    pub context: CallContext,
-    /// The plugin asking (its name); saved answers are kept per plugin.
-    pub plugin: String,
-    /// The effective name of the tool asking.
-    pub tool: String,
-    /// What it wants to do, e.g. `edit`.
-    pub action: String,
-    /// What it wants to do it to.
-    pub resources: Vec<String>,
-    /// Patterns to remember if the answer is [`Reply::Always`].
-    pub save: Vec<String>,
-    /// Optional JSON object to show the user.
-    pub metadata: Option<Value>,
-}
-
-impl PermissionRequest {
-    /// The save patterns that would allow more than exactly the requested
-    /// resources if the answer is [`Reply::Always`]: any pattern with a
-    /// wildcard, or one naming something not requested. An approver should
-    /// call these out before offering "always" (R29).
-    pub fn broader_saves(&self) -> Vec<&str> {
-        self.save
-            .iter()
-            .map(String::as_str)
-            .filter(|p| p.contains(['*', '?']) || !self.resources.iter().any(|r| r == p))
-            .collect()
-    }
-}
-
-/// An approver's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reply {
-    /// Allow this request only.
-    Once,
-    /// Allow, and allow exactly the request's save patterns (as shown) for
-    /// the rest of the session, for the plugin that asked.
-    Always,
-    /// Refuse.
-    Reject,
-}
-
-/// Decides requests that no rule settles. Supplied by the embedder.
-pub trait Approver: Send + Sync {
-    /// Asks about `request`.
-    fn ask<'a>(
-        &'a self,
-        request: &'a PermissionRequest,
-    ) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
-}
-
-/// The model-visible refusal: `Permission denied: <action> <resource>`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("Permission denied: {action} {resource}")]
-pub struct PermissionDenied {
-    /// The refused action.
-    pub action: String,
-    /// The first refused resource.
-    pub resource: String,
-}
-
 /// Rules plus the approver plus what users allowed "always", per session
 /// and plugin.
 #[derive(Clone, Default)]
@@ -220,10 +151,14 @@ impl Policy {
         }
     }
 
-    /// Evaluates `request`: any deny refuses; any ask goes to the approver
-    /// (no approver refuses); "always" saves the request's patterns for the
-    /// session and the plugin that asked.
-    pub(crate) async fn decide(&self, request: &PermissionRequest) -> Result<(), PermissionDenied> {
+    /// Evaluates `request`: any deny refuses; any ask goes to the call's
+    /// approver, else the host's (no approver refuses); "always" saves the
+    /// request's patterns for the session and the plugin that asked.
+    pub(crate) async fn decide(
+        &self,
+        request: &PermissionRequest,
+        call_approver: Option<&Arc<dyn Approver>>,
+    ) -> Result<(), PermissionDenied> {
         let denied = |resource: &str| PermissionDenied {
             action: request.action.clone(),
             resource: resource.to_owned(),
@@ -241,7 +176,7 @@ impl Policy {
             }
         }
         let Some(first) = asking else { return Ok(()) };
-        let Some(approver) = &self.approver else {
+        let Some(approver) = call_approver.or(self.approver.as_ref()) else {
             return Err(denied(first));
         };
         match approver.ask(request).await {
@@ -264,6 +199,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::model::context::CallContext;
 
     fn allow(resource: &str) -> Rules {
         Rules(vec![Rule::new("edit", resource, Effect::Allow)])

@@ -19,6 +19,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("settle", 3),
     ("facade", 4),
     ("manifest", 4),
+    ("mcp", 5),
     ("bench_support", 5),
 ];
 

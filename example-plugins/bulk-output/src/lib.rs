@@ -130,17 +130,26 @@ impl<'a> Text<'a> {
     fn report(&mut self) {
         let done = self.buf.len() as u64;
         if done >= self.next_report {
-            self.cx
-                .progress(json!({ "bytes_done": done, "bytes_total": self.total }));
+            self.update(done);
             self.next_report = (done / MIB + 1) * MIB;
         }
     }
 
+    /// `progress`, `total` and `message` are the conventional fields hosts
+    /// show (an MCP server turns them into a progress notification).
+    fn update(&self, done: u64) {
+        self.cx.progress(json!({
+            "bytes_done": done,
+            "bytes_total": self.total,
+            "progress": done,
+            "total": self.total,
+            "message": format!("{done} of {} bytes", self.total),
+        }));
+    }
+
     fn finish(self) -> String {
         // Always at least one update, even for small texts.
-        let done = self.buf.len() as u64;
-        self.cx
-            .progress(json!({ "bytes_done": done, "bytes_total": self.total }));
+        self.update(self.buf.len() as u64);
         self.buf
     }
 }

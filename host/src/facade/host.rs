@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::facade::location::Location;
+use crate::model::approval::Approver;
 use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, OutputBounds};
 use crate::model::event::EventSink;
 use crate::model::hook::AfterHook;
 use crate::output::retain::{
     DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA, OutputStore, default_output_dir,
 };
-use crate::permission::{Approver, Policy, Rules};
+use crate::permission::{Policy, Rules};
 use crate::registry::placement::{Level, Placement};
 use crate::registry::snapshot::Overlay;
 use crate::runtime::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};

@@ -2,7 +2,7 @@
 //! plugins are activated, native tools registered and snapshots taken.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::Error;
@@ -85,6 +85,12 @@ impl Location {
     /// The effective tool of `name` right now.
     pub fn effective(&self, name: &str) -> Option<Tool> {
         self.overlay.effective(name)
+    }
+
+    /// The file behind a retained-output reference from a bounding marker
+    /// (`toolhost-output:<id>`), if it is still kept.
+    pub fn retained_output(&self, reference: &str) -> Option<PathBuf> {
+        self.pipeline.outputs.as_ref().ok()?.resolve(reference)
     }
 
     /// A snapshot for one model request (R8).

@@ -1,25 +1,17 @@
 //! One tool call from the model, and its durable identity.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 
+use crate::model::approval::Approver;
 use crate::model::budget::BudgetOverrides;
-
-/// The durable identity of one tool call, supplied by the agent runner.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CallContext {
-    /// The session the call belongs to.
-    pub session_id: String,
-    /// The agent that issued the call.
-    pub agent: String,
-    /// The assistant message that contains the call.
-    pub message_id: String,
-    /// The provider's identifier of this call.
-    pub call_id: String,
-}
+use crate::model::context::CallContext;
+use crate::model::event::EventSink;
 
 /// One tool call from the model.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Call {
     /// The effective tool name the model used.
     pub tool: String,
@@ -32,6 +24,25 @@ pub struct Call {
     /// Cancels the call when triggered. Default: a token nobody triggers
     /// (dropping the settle future also cancels).
     pub cancel: CancellationToken,
+    /// Decides this call's permission requests that rules leave to "ask",
+    /// instead of the host's approver (e.g. the MCP client that made the
+    /// call). Default: none, the host's.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// Also receives this call's progress events, besides the host's sink.
+    /// Default: none.
+    pub events: Option<Arc<dyn EventSink>>,
+}
+
+impl fmt::Debug for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call")
+            .field("tool", &self.tool)
+            .field("context", &self.context)
+            .field("overrides", &self.overrides)
+            .field("approver", &self.approver.is_some())
+            .field("events", &self.events.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Call {
@@ -43,6 +54,8 @@ impl Call {
             context,
             overrides: BudgetOverrides::default(),
             cancel: CancellationToken::new(),
+            approver: None,
+            events: None,
         }
     }
 
@@ -55,6 +68,18 @@ impl Call {
     /// The same call, cancelled by `token`.
     pub fn with_cancel(mut self, token: CancellationToken) -> Call {
         self.cancel = token;
+        self
+    }
+
+    /// The same call, its "ask" decisions made by `approver`.
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Call {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// The same call, its progress also reported to `events`.
+    pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Call {
+        self.events = Some(events);
         self
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::model::call::CallContext;
+use crate::model::context::CallContext;
 use crate::model::outcome::Settlement;
 
 /// One progress update of a running call.
@@ -61,7 +61,8 @@ pub(crate) struct Progress {
 struct ProgressInner {
     context: CallContext,
     tool: String,
-    sink: Option<Arc<dyn EventSink>>,
+    /// The host's sink and the call's own, each if any.
+    sinks: [Option<Arc<dyn EventSink>>; 2],
     state: Mutex<ProgressState>,
 }
 
@@ -84,13 +85,14 @@ impl Progress {
     pub(crate) fn new(
         context: CallContext,
         tool: String,
-        sink: Option<Arc<dyn EventSink>>,
+        host_sink: Option<Arc<dyn EventSink>>,
+        call_sink: Option<Arc<dyn EventSink>>,
     ) -> Self {
         Progress {
             inner: Arc::new(ProgressInner {
                 context,
                 tool,
-                sink,
+                sinks: [host_sink, call_sink],
                 state: Mutex::default(),
             }),
         }
@@ -108,12 +110,13 @@ impl Progress {
             return;
         }
         self.lock().last = Some(update.clone());
-        if let Some(sink) = &self.inner.sink {
-            sink.progress(&ProgressEvent {
-                context: self.inner.context.clone(),
-                tool: self.inner.tool.clone(),
-                update,
-            });
+        let event = ProgressEvent {
+            context: self.inner.context.clone(),
+            tool: self.inner.tool.clone(),
+            update,
+        };
+        for sink in self.inner.sinks.iter().flatten() {
+            sink.progress(&event);
         }
     }
 

@@ -9,9 +9,12 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
+use crate::model::approval::Approver;
 use crate::model::budget::{Budget, Limit, Usage};
-use crate::model::call::CallContext;
 use crate::model::content::{ToolFailure, ToolResponse};
+use crate::model::context::CallContext;
 use crate::model::event::Progress;
 use crate::model::outcome::{DefectKind, HostFault, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
@@ -36,6 +39,8 @@ pub(crate) struct Invocation<'a> {
     /// time spent waiting for a slot counts.
     pub(crate) deadline: Instant,
     pub(crate) cancel: &'a CancellationToken,
+    /// The call's own approver, over the host's.
+    pub(crate) approver: Option<Arc<dyn Approver>>,
 }
 
 /// How execution ended, before settlement checks and bounds the result.

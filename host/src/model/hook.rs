@@ -1,7 +1,7 @@
 //! The after-hook seam (R18): embedder code that sees, and may change, each
 //! bounded outcome before it is published.
 
-use crate::model::call::CallContext;
+use crate::model::context::CallContext;
 use crate::model::outcome::Outcome;
 
 /// What an after-hook sees besides the outcome.

@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::model::budget::Usage;
-use crate::model::call::CallContext;
 use crate::model::content::ContentPart;
+use crate::model::context::CallContext;
 
 /// The exact error for every call of a final-step snapshot (R11).
 pub const FINAL_STEP_MESSAGE: &str = "Tools are disabled after the maximum agent steps";

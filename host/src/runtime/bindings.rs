@@ -1,7 +1,7 @@
 //! The one `bindgen!` of the host: the `toolhost:plugin@0.1.0` world, and
 //! the host-side types it names (resources and trappable errors).
 
-use crate::permission::PermissionDenied;
+use crate::model::approval::PermissionDenied;
 use crate::registry::placement::{Registration, RegistrationError};
 
 wasmtime::component::bindgen!({

@@ -50,6 +50,7 @@ impl WasmTool {
             tool: inv.tool_name.to_owned(),
             progress: inv.progress.clone(),
             policy: self.plugin.policy.clone(),
+            approver: inv.approver.clone(),
             config: self.plugin.config.clone(),
         };
         let mut store = match self.plugin.store(&inv.budget, Role::Call(state)) {

@@ -32,6 +32,7 @@ pub(super) async fn execute(
         call.context.clone(),
         call.tool.clone(),
         pipeline.sink.clone(),
+        call.events.clone(),
     );
     let execution = tool
         .executor()
@@ -46,6 +47,7 @@ pub(super) async fn execute(
             started,
             deadline: started + budget.timeout,
             cancel: &call.cancel,
+            approver: call.approver.clone(),
         })
         .await;
     let (last_progress, progress_warnings) = progress.finish();

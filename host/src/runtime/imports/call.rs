@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::model::call::CallContext;
+use crate::model::approval::{Approver, PermissionDenied, PermissionRequest};
+use crate::model::context::CallContext;
 use crate::model::event::Progress;
 use crate::model::text::truncate;
-use crate::permission::{PermissionDenied, PermissionRequest, Policy};
+use crate::permission::Policy;
 use crate::runtime::bindings::toolhost::plugin::call as wit;
 use crate::runtime::bindings::{ImportMisuse, PermissionError};
 
@@ -29,6 +30,8 @@ pub(crate) struct CallState {
     pub(crate) tool: String,
     pub(crate) progress: Progress,
     pub(crate) policy: Policy,
+    /// The call's own approver, over the host's.
+    pub(crate) approver: Option<Arc<dyn Approver>>,
     /// The plugin's configuration as JSON text.
     pub(crate) config: Arc<str>,
 }
@@ -98,7 +101,7 @@ impl wit::Host for CallImport<'_> {
             metadata,
         };
         call.policy
-            .decide(&request)
+            .decide(&request, call.approver.as_ref())
             .await
             .map_err(PermissionError::Denied)
     }

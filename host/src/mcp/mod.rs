@@ -1,0 +1,23 @@
+//! `toolhost serve`: a location's tools over the Model Context Protocol
+//! (R32), on the official Rust SDK `rmcp`, over stdio or streamable HTTP.
+//! Plugs in from the side: it uses only the facade and the model types.
+//!
+//! Each `tools/call` settles through the same pipeline as
+//! [`Snapshot::settle`](crate::Snapshot::settle): input checked, the tool
+//! isolated and bounded, outcomes durable. Progress becomes
+//! `notifications/progress`; `notifications/cancelled` (or, for 2026-07-28
+//! HTTP clients, a dropped response stream) cancels the call; a permission
+//! the rules leave to "ask" is asked of the client (an elicitation, or an
+//! input-required result for 2026-07-28 clients); retained output is an MCP
+//! resource and the built-in `read_output` tool.
+
+mod ask;
+mod call;
+pub(crate) mod handler;
+pub(crate) mod http;
+mod output;
+mod progress;
+pub(crate) mod results;
+pub(crate) mod server;
+mod stdio;
+pub(crate) mod watch;

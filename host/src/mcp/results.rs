@@ -1,0 +1,128 @@
+//! Toolhost values as MCP values: definitions as `Tool`s, settlements as
+//! `tools/call` results or JSON-RPC errors (R32).
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use rmcp::model::{
+    CallToolResult, ContentBlock, ErrorCode, ErrorData, JsonObject, ResourceContents,
+};
+use serde_json::{Value, json};
+
+use crate::model::content::ContentPart;
+use crate::model::outcome::{ErrorKind, Outcome, Settlement};
+use crate::model::tool::ToolDefinition;
+
+/// JSON-RPC error code of an interrupted call (cancelled, deadline, fuel):
+/// not a tool result.
+pub const INTERRUPTED: ErrorCode = ErrorCode(-32001);
+
+/// JSON-RPC error code of a defect of the guest or a fault of the host.
+pub const DEFECT: ErrorCode = ErrorCode(-32002);
+
+/// JSON-RPC error code of a call refused because too many are in flight.
+pub const BUSY: ErrorCode = ErrorCode(-32003);
+
+/// Whether `schema` describes JSON objects: MCP before 2026-07-28 allows only
+/// object `structuredContent`.
+fn is_object_schema(schema: &Value) -> bool {
+    schema["type"] == "object"
+}
+
+/// The `Tool` a client sees. For pre-2026 clients a non-object output
+/// schema is advertised wrapped in `{"result": …}`, as its output will be.
+pub(crate) fn tool(def: &ToolDefinition, legacy: bool) -> rmcp::model::Tool {
+    let input = object(def.input_schema.clone());
+    let mut tool =
+        rmcp::model::Tool::new(def.name.clone(), def.description.clone(), Arc::new(input));
+    tool.output_schema = def.output_schema.as_ref().map(|schema| {
+        let schema = if legacy && !is_object_schema(schema) {
+            json!({"type": "object", "properties": {"result": schema}, "required": ["result"]})
+        } else {
+            schema.clone()
+        };
+        Arc::new(object(schema))
+    });
+    tool
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        other => JsonObject::from_iter([("schema".to_owned(), other)]),
+    }
+}
+
+/// A settlement as MCP sees it: completed and model-visible errors are
+/// results (`isError` for errors); an unknown tool, an interruption and a
+/// defect are JSON-RPC errors, never a successful-looking result.
+pub(crate) fn call_result(
+    settlement: &Settlement,
+    output_schema: Option<&Value>,
+    legacy: bool,
+) -> Result<CallToolResult, ErrorData> {
+    match &settlement.outcome {
+        Outcome::Completed(c) => {
+            let mut result = CallToolResult::success(c.content.iter().map(block).collect());
+            result.structured_content = c.output.clone().map(|output| match output_schema {
+                Some(schema) if legacy && !is_object_schema(schema) => json!({"result": output}),
+                _ => output,
+            });
+            Ok(result)
+        }
+        Outcome::Error {
+            kind: ErrorKind::UnknownTool,
+            message,
+            ..
+        } => Err(ErrorData::invalid_params(message.clone(), None)),
+        Outcome::Error { message, .. } => Ok(CallToolResult::error(vec![ContentBlock::text(
+            message.clone(),
+        )])),
+        Outcome::Interrupted { reason } => Err(ErrorData::new(
+            INTERRUPTED,
+            format!("The tool call was interrupted: {reason}"),
+            Some(error_data(settlement)),
+        )),
+        Outcome::Defect { message, .. } => Err(ErrorData::new(
+            DEFECT,
+            format!("The tool call failed: {message}"),
+            Some(error_data(settlement)),
+        )),
+    }
+}
+
+/// The `data` of an error: the outcome's JSON (status, reason or culprit)
+/// with its usage.
+fn error_data(settlement: &Settlement) -> Value {
+    let mut data = serde_json::to_value(&settlement.outcome).unwrap_or_default();
+    data["usage"] = serde_json::to_value(&settlement.usage).unwrap_or_default();
+    data
+}
+
+/// One content part as an MCP content block: text as text, images and audio
+/// as such, other media as an embedded blob.
+fn block(part: &ContentPart) -> ContentBlock {
+    match part {
+        ContentPart::Text { text } => ContentBlock::text(text.clone()),
+        ContentPart::Media {
+            mime_type,
+            data,
+            name,
+        } => {
+            let encoded = STANDARD.encode(data);
+            if mime_type.starts_with("image/") {
+                ContentBlock::image(encoded, mime_type.clone())
+            } else if mime_type.starts_with("audio/") {
+                ContentBlock::audio(encoded, mime_type.clone())
+            } else {
+                ContentBlock::resource(ResourceContents::BlobResourceContents {
+                    uri: format!("toolhost://media/{}", name.as_deref().unwrap_or("unnamed")),
+                    mime_type: Some(mime_type.clone()),
+                    blob: encoded,
+                    meta: None,
+                })
+            }
+        }
+    }
+}
