@@ -53,17 +53,15 @@ pub(crate) async fn run(serve: Serve, common: &Common) -> Result<u8, Failure> {
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))
                 .map_err(usage)?;
-            let bound = listener
-                .local_addr()
-                .context("cannot read the bound address")?;
             let options = HttpOptions {
                 token: serve.token,
                 grace: serve.grace,
                 ..HttpOptions::default()
             };
-            let serving = server.serve_http(listener, options, stop);
+            let http = server.http(listener, options).map_err(serve_failure)?;
+            let bound = http.local_addr();
             stdio::note(&format!("toolhost: serving MCP at http://{bound}/mcp"));
-            serving.await.map_err(serve_failure)?;
+            http.run(stop).await.map_err(serve_failure)?;
         }
         None => server
             .serve_stdio(stop, serve.grace)

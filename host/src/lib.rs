@@ -100,7 +100,7 @@ pub use manifest::{MAX_MANIFEST_BYTES, Manifest, parse_duration, parse_size};
 #[cfg(feature = "mcp")]
 pub use mcp::handler::{MESSAGE_ID_KEY, SESSION_ID_KEY};
 #[cfg(feature = "mcp")]
-pub use mcp::http::{HttpOptions, MAX_REQUEST_BODY_BYTES};
+pub use mcp::http::{HttpOptions, HttpServer, MAX_REQUEST_BODY_BYTES};
 #[cfg(feature = "mcp")]
 pub use mcp::results::{BUSY, DEFECT, INTERRUPTED};
 #[cfg(feature = "mcp")]

@@ -38,16 +38,33 @@ pub struct HttpOptions {
     pub grace: Duration,
 }
 
+/// An HTTP server ready to run: the listener is bound and the options
+/// checked.
+pub struct HttpServer {
+    listener: TcpListener,
+    router: axum::Router,
+    server: McpServer,
+    addr: SocketAddr,
+    grace: Duration,
+}
+
+impl std::fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
 impl McpServer {
-    /// Serves streamable HTTP at `/mcp` on `listener` until `stop` fires;
-    /// then stops accepting calls, lets calls in flight finish within
-    /// `options.grace`, cancels the rest and returns.
-    pub async fn serve_http(
+    /// Prepares streamable HTTP at `/mcp` on `listener`; refuses options
+    /// that would expose the tools (a non-loopback address without a
+    /// token).
+    pub fn http(
         &self,
         listener: TcpListener,
         options: HttpOptions,
-        stop: CancellationToken,
-    ) -> Result<(), ServeError> {
+    ) -> Result<HttpServer, ServeError> {
         let addr = listener
             .local_addr()
             .map_err(|e| ServeError::Transport(e.to_string()))?;
@@ -69,9 +86,28 @@ impl McpServer {
             .layer(middleware::from_fn(move |request, next| {
                 authorize(token.clone(), request, next)
             }));
-        let server = self.clone();
-        let grace = options.grace;
-        axum::serve(listener, router)
+        Ok(HttpServer {
+            listener,
+            router,
+            server: self.clone(),
+            addr,
+            grace: options.grace,
+        })
+    }
+}
+
+impl HttpServer {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `stop` fires; then stops accepting calls, lets calls in
+    /// flight finish within the grace period, cancels the rest and returns.
+    pub async fn run(self, stop: CancellationToken) -> Result<(), ServeError> {
+        let server = self.server;
+        let grace = self.grace;
+        axum::serve(self.listener, self.router)
             .with_graceful_shutdown(async move {
                 stop.cancelled().await;
                 server.shut_down(grace).await;
