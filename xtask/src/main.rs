@@ -1,8 +1,10 @@
 //! Project tasks: `cargo xtask demo` builds the example plugins and calls a
 //! tool through the `toolhost` CLI; `cargo xtask plugins` only builds them;
-//! `cargo xtask layers` checks the library's module layering.
+//! `cargo xtask test` runs every test (see `test.rs`); `cargo xtask layers`
+//! checks the library's module layering.
 
 mod layers;
+mod test;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -10,14 +12,15 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, Result, bail};
 
 fn main() -> ExitCode {
-    let task = std::env::args().nth(1);
-    let result = match task.as_deref() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
         Some("demo") => demo(),
         Some("plugins") => build_plugins().map(|_| ()),
+        Some("test") => test::run(&args[1..]),
         Some("layers") => layers::check(&root()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|plugins|layers>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  layers   check that no library module imports from a layer above it"
+                "usage: cargo xtask <demo|plugins|test|layers>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot test and the\n           MCP client suite (tests/mcp), in a Python venv at target/venv\n           (`cargo xtask test mcp [PYTEST ARGS...]`: only the MCP suite)\n  layers   check that no library module imports from a layer above it"
             );
             return ExitCode::from(2);
         }

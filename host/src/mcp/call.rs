@@ -24,7 +24,8 @@ pub(crate) struct Started {
 
 /// A call suspended in a question, waiting for the client's retry.
 pub(crate) struct Pending {
-    /// The session that may answer it.
+    /// The scope (a session, or all stateless requests) whose retry may
+    /// answer it; the handle itself is unguessable.
     pub(crate) session: String,
     pub(crate) reply: oneshot::Sender<Reply>,
     pub(crate) started: Started,

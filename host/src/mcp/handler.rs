@@ -59,6 +59,22 @@ pub(crate) struct Handler {
     pub(crate) connection: String,
 }
 
+/// Who a request belongs to: the session of its calls, and the scope of the
+/// retained outputs it may read.
+pub(crate) struct Scope {
+    session: String,
+    outputs: String,
+}
+
+impl Scope {
+    fn same(id: String) -> Scope {
+        Scope {
+            outputs: id.clone(),
+            session: id,
+        }
+    }
+}
+
 /// Whether the request's client speaks an era before 2026-07-28.
 fn is_legacy(context: &RequestContext<RoleServer>) -> bool {
     context
@@ -83,32 +99,34 @@ fn busy(what: &str, limit: usize) -> ErrorData {
 }
 
 impl Handler {
-    /// The client's name from its implementation info.
+    /// The client's name from its implementation info: the request's own
+    /// (2026-07-28) first, else the one it gave when initializing.
     fn agent(context: &RequestContext<RoleServer>) -> String {
         context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone())
-            .or_else(|| context.meta.client_info().map(|info| info.name))
+            .client_info()
+            .map(|info| info.name)
             .unwrap_or_else(|| "unknown".into())
     }
 
-    /// The session of a request: the MCP session (HTTP), the connection
-    /// (stdio), or for stateless HTTP the client's declared session.
-    fn session(&self, context: &RequestContext<RoleServer>) -> String {
+    /// The scope of a request: the MCP session (HTTP), the connection
+    /// (stdio), or the session a stateless HTTP client declares. A
+    /// stateless request that declares none is a session of its own
+    /// ("always" lasts only for it); its retained outputs are readable by
+    /// any stateless request that knows their unguessable ids.
+    fn scope(&self, context: &RequestContext<RoleServer>) -> Scope {
         let Some(parts) = context.extensions.get::<http::request::Parts>() else {
-            return self.connection.clone();
+            return Scope::same(self.connection.clone());
         };
-        if let Some(id) = parts
-            .headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-        {
-            return id.to_owned();
+        let header = parts.headers.get("mcp-session-id");
+        if let Some(id) = header.and_then(|v| v.to_str().ok()) {
+            return Scope::same(id.to_owned());
         }
         match meta_str(context, SESSION_ID_KEY) {
-            Some(id) => format!("client:{id}"),
-            None => format!("stateless:{}", Self::agent(context)),
+            Some(id) => Scope::same(format!("client:{id}")),
+            None => Scope {
+                session: format!("request:{}", uuid::Uuid::new_v4().simple()),
+                outputs: "stateless".into(),
+            },
         }
     }
 
@@ -140,14 +158,15 @@ impl Handler {
         legacy: bool,
         steps: &mpsc::Sender<Step>,
     ) -> AskMode {
+        // The request's own capabilities (2026-07-28), else those it gave
+        // when initializing.
         let elicits = context
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some());
-        match (legacy, elicits) {
-            (false, _) => AskMode::Retry(steps.clone()),
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        match (elicits, legacy) {
+            (false, _) => AskMode::Unable,
+            (true, false) => AskMode::Retry(steps.clone()),
             (true, true) => AskMode::Elicit(context.peer.clone()),
-            (true, false) => AskMode::Unable,
         }
     }
 
@@ -157,9 +176,9 @@ impl Handler {
         &self,
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-        session: &str,
+        scope: &Scope,
     ) -> Result<Started, ErrorData> {
-        let permits = self.slots(session)?;
+        let permits = self.slots(&scope.session)?;
         let snapshot = self.shared.location.snapshot();
         let legacy = is_legacy(context);
         let output_schema = snapshot
@@ -173,7 +192,7 @@ impl Handler {
         let mut call = Call::new(
             request.name,
             input,
-            self.call_context(context, session.to_owned()),
+            self.call_context(context, scope.session.clone()),
         )
         .with_cancel(cancel.clone());
         if self
@@ -209,7 +228,7 @@ impl Handler {
     async fn drive(
         &self,
         mut started: Started,
-        session: &str,
+        scope: &Scope,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let step = tokio::select! {
@@ -220,14 +239,14 @@ impl Handler {
             }
         };
         match step {
-            Some(Step::Done(settlement)) => self.finish(started, *settlement, session).await,
+            Some(Step::Done(settlement)) => self.finish(started, *settlement, scope).await,
             Some(Step::Input(question)) => {
                 let handle = uuid::Uuid::new_v4().simple().to_string();
                 let mut requests = InputRequests::new();
                 let elicit = ElicitRequest::new(elicit_params(question.message));
                 requests.insert(QUESTION_KEY.into(), InputRequest::Elicitation(elicit));
                 let pending = Pending {
-                    session: session.to_owned(),
+                    session: scope.outputs.clone(),
                     reply: question.reply,
                     started,
                 };
@@ -260,14 +279,14 @@ impl Handler {
         &self,
         handle: &str,
         responses: Option<InputResponses>,
-        session: &str,
+        scope: &Scope,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let unknown = || {
             ErrorData::invalid_params("unknown or expired requestState: call the tool again", None)
         };
         let pending = self.shared.take_pending(handle).ok_or_else(unknown)?;
-        if pending.session != session {
+        if pending.session != scope.outputs {
             self.shared.put_pending(handle.to_owned(), pending);
             return Err(unknown());
         }
@@ -277,7 +296,7 @@ impl Handler {
             _ => Reply::Reject,
         };
         let _ = pending.reply.send(reply);
-        self.drive(pending.started, session, context).await
+        self.drive(pending.started, scope, context).await
     }
 
     /// The result of a settled call, after its last progress notification.
@@ -285,7 +304,7 @@ impl Handler {
         &self,
         started: Started,
         settlement: Settlement,
-        session: &str,
+        scope: &Scope,
     ) -> Result<CallToolResponse, ErrorData> {
         if let Some(task) = started.progress {
             let _ = tokio::time::timeout(PROGRESS_FLUSH, task).await;
@@ -293,7 +312,7 @@ impl Handler {
         if let Outcome::Completed(c) = &settlement.outcome {
             for retained in &c.retained {
                 let id = output::id_of_reference(&retained.reference);
-                self.shared.record_output(session, id);
+                self.shared.record_output(&scope.outputs, id);
             }
         }
         let mut result =
@@ -352,18 +371,18 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let session = self.session(&context);
+        let scope = self.scope(&context);
         if request.name == READ_OUTPUT {
             let arguments = Value::Object(request.arguments.unwrap_or_default());
-            return output::read_output(&self.shared, &session, &arguments).map(Into::into);
+            return output::read_output(&self.shared, &scope.outputs, &arguments).map(Into::into);
         }
         if let Some(handle) = request.request_state.clone() {
             return self
-                .resume(&handle, request.input_responses, &session, &context)
+                .resume(&handle, request.input_responses, &scope, &context)
                 .await;
         }
-        let started = self.start(request, &context, &session)?;
-        self.drive(started, &session, &context).await
+        let started = self.start(request, &context, &scope)?;
+        self.drive(started, &scope, &context).await
     }
 
     async fn list_resources(
@@ -371,10 +390,10 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let session = self.session(&context);
+        let scope = self.scope(&context);
         Ok(ListResourcesResult::with_all_items(output::resources(
             &self.shared,
-            &session,
+            &scope.outputs,
         )))
     }
 
@@ -383,8 +402,8 @@ impl ServerHandler for Handler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let session = self.session(&context);
-        let contents = output::read_resource(&self.shared, &session, &request.uri)?;
+        let scope = self.scope(&context);
+        let contents = output::read_resource(&self.shared, &scope.outputs, &request.uri)?;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
