@@ -17,6 +17,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("bulk_output", "bulk-output: generate."),
     ("chaos", "chaos: misbehaving tools."),
     ("fs_tools", "fs-tools: read_file, write_file, grep."),
+    ("http_tools", "http-tools: fetch_json, over wasi:http."),
     (
         "search_one",
         "Registers `search` answering {\"source\": \"one\"}.",

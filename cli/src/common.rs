@@ -9,8 +9,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Args;
 use toolhost::{
-    Activation, BudgetOverrides, DirGrant, Effect, EnvGrant, EventSink, Host, Location, Manifest,
-    PluginOptions, Rule, Rules, parse_duration, parse_size,
+    Activation, BudgetOverrides, DirGrant, Effect, EnvGrant, EventSink, Host, HttpGrant, Location,
+    Manifest, PluginOptions, Rule, Rules, parse_duration, parse_size,
 };
 
 use crate::{Failure, grants, prompt};
@@ -46,6 +46,13 @@ pub(crate) struct Common {
     /// Grant an environment variable: NAME[=VALUE] (repeatable).
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
+    /// Grant outbound HTTP to an origin: [METHODS ]scheme://host[:port][/path-glob],
+    /// e.g. https://api.github.com/* (repeatable).
+    #[arg(long = "allow-http", value_name = "PATTERN")]
+    allow_http: Vec<HttpGrant>,
+    /// Also trust the root certificates in this PEM file for HTTPS.
+    #[arg(long = "http-ca", value_name = "FILE")]
+    http_ca: Vec<PathBuf>,
     /// Show guest stdout/stderr and usage.
     #[arg(long, short)]
     pub(crate) verbose: bool,
@@ -89,6 +96,9 @@ impl Common {
         if let Some(dir) = &self.output_dir {
             builder = builder.output_dir(dir);
         }
+        for pem in &self.http_ca {
+            builder = builder.http_root_certificates(pem);
+        }
         if !self.no_cache {
             builder = match &self.cache_dir {
                 Some(dir) => builder.cache_dir(dir),
@@ -108,6 +118,7 @@ impl Common {
             .grants
             .env
             .extend(self.env.iter().map(|e| parse_env(e)));
+        options.grants.http.extend(self.allow_http.iter().cloned());
     }
 }
 

@@ -1,13 +1,14 @@
 //! Grants that come from a manifest are the user's call: a manifest can
 //! arrive with a third-party plugin. Each is shown on stderr when loading;
-//! the risky ones (outside the manifest's directory, read-write, or the
-//! host's own environment values) need `--yes` or a "y" on a terminal.
+//! the risky ones (outside the manifest's directory, read-write, the host's
+//! own environment values, or any HTTP origin) need `--yes` or a "y" on a
+//! terminal.
 //! Grants from the user's own flags need nothing.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use toolhost::{DirGrant, EnvGrant, Manifest};
+use toolhost::{DirGrant, EnvGrant, HttpGrant, Manifest};
 
 use crate::{Failure, stdio, terminal, usage};
 
@@ -28,6 +29,7 @@ pub(crate) fn review(manifest: &Path, entry: &Manifest, yes: bool) -> Result<(),
         .iter()
         .map(|d| dir(d, base.as_deref()))
         .chain(grants.env.iter().map(env))
+        .chain(grants.http.iter().map(http))
         .collect();
     let who = format!(
         "manifest {} grants plugin {}",
@@ -105,6 +107,14 @@ fn env(grant: &EnvGrant) -> Shown {
             text: format!("environment variable {name} with this machine's value"),
             risky: true,
         },
+    }
+}
+
+/// Network access is always the user's call.
+fn http(grant: &HttpGrant) -> Shown {
+    Shown {
+        text: format!("HTTP requests to {}", terminal::line(grant.pattern())),
+        risky: true,
     }
 }
 

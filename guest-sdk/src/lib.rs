@@ -125,6 +125,8 @@
 
 mod context;
 mod error;
+#[cfg(feature = "http")]
+mod http;
 mod json;
 mod plugin;
 mod response;
@@ -132,6 +134,8 @@ mod tool;
 
 pub use context::Context;
 pub use error::{PermissionDenied, ToolError};
+#[cfg(feature = "http")]
+pub use http::{HttpError, HttpResponse, wstd};
 pub use plugin::Plugin;
 pub use response::{Content, Media, Response, ToolResult};
 pub use tool::{NoInput, NoOutput, Tool, ToolOutput};

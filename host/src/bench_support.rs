@@ -12,7 +12,7 @@ use wasmtime::{Config, Engine, Store};
 pub use crate::output::bound::{count_lines, preview, within};
 
 use crate::model::budget::FUEL_YIELD_INTERVAL;
-use crate::model::event::Progress;
+use crate::model::event::CallEvents;
 use crate::runtime::bindings::ToolPlugin;
 use crate::runtime::bindings::toolhost::plugin::types::CallContext;
 use crate::runtime::imports::call::CallState;
@@ -28,6 +28,8 @@ fn state(wasi: wasmtime_wasi::WasiCtx) -> StoreState {
         activation: None,
         call: None,
         notes: Vec::new(),
+        http: Default::default(),
+        http_hooks: Default::default(),
     }
 }
 
@@ -111,7 +113,7 @@ pub async fn fresh_calls(
     let cx = context();
     let start = Instant::now();
     for _ in 0..n {
-        let progress = Progress::new(Default::default(), tool.into(), None, None);
+        let progress = CallEvents::new(Default::default(), tool.into(), None, None);
         let state = CallState {
             context: Default::default(),
             plugin: code.info.name.clone(),
@@ -119,6 +121,7 @@ pub async fn fresh_calls(
             progress,
             policy: code.policy.clone(),
             approver: None,
+            http: None,
             config: code.config.clone(),
         };
         let mut store = code

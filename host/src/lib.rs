@@ -111,14 +111,15 @@ pub use mcp::server::{
 pub use mcp::watch::Watcher;
 pub use model::approval::{Approver, PermissionDenied, PermissionRequest, Reply};
 pub use model::budget::{
-    Budget, BudgetOverrides, DEFAULT_CONCURRENCY, DEFAULT_FUEL, DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_LINES, DEFAULT_MAX_MACHINE_OUTPUT, DEFAULT_MEMORY, DEFAULT_TIMEOUT,
-    FUEL_YIELD_INTERVAL, Limit, MAX_MEMORY, OutputBounds, Usage,
+    Budget, BudgetOverrides, DEFAULT_CONCURRENCY, DEFAULT_FUEL, DEFAULT_HTTP_CONCURRENCY,
+    DEFAULT_HTTP_REQUEST_BYTES, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES,
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, DEFAULT_MAX_MACHINE_OUTPUT, DEFAULT_MEMORY,
+    DEFAULT_TIMEOUT, FUEL_YIELD_INTERVAL, HttpLimits, Limit, MAX_MEMORY, OutputBounds, Usage,
 };
 pub use model::call::Call;
 pub use model::content::{ContentPart, ToolFailure, ToolResponse};
 pub use model::context::CallContext;
-pub use model::event::{EventSink, ProgressEvent, SinkError, SinkFuture};
+pub use model::event::{EventSink, ProgressEvent, RequestEvent, SinkError, SinkFuture};
 pub use model::execution::ToolContext;
 pub use model::hook::{AfterHook, HookCall};
 pub use model::outcome::{
@@ -143,6 +144,7 @@ pub use runtime::bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use runtime::cache::{DEFAULT_CACHE_LIMIT, default_cache_dir};
 pub use runtime::engine::DEFAULT_MAX_INSTANCES;
 pub use runtime::grants::{DirGrant, EnvGrant, Grants};
+pub use runtime::http::grant::{HttpGrant, HttpGrantError};
 pub use runtime::imports::call::{MAX_PERMISSION_ITEMS, MAX_PERMISSION_TEXT, MAX_PROGRESS_BYTES};
 pub use runtime::imports::registry::{
     MAX_DESCRIPTION_BYTES, MAX_REGISTERED_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_ACTIVATION,

@@ -39,9 +39,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::LoadError;
-use crate::model::budget::{BudgetOverrides, OutputBounds};
+use crate::model::budget::{BudgetOverrides, HttpLimits, OutputBounds};
 use crate::permission::{Rule, Rules};
 use crate::runtime::grants::{DirGrant, EnvGrant, Grants};
+use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::load::{PluginOptions, read_regular_file};
 
 /// The largest manifest read: manifests are a few lines of TOML.
@@ -92,6 +93,10 @@ struct LimitsEntry {
     max_output_lines: Option<usize>,
     max_output_bytes: Option<usize>,
     max_machine_output: Option<Size>,
+    http_requests: Option<u32>,
+    http_concurrency: Option<usize>,
+    http_request_bytes: Option<Size>,
+    http_response_bytes: Option<Size>,
 }
 
 #[derive(Deserialize, Clone)]
@@ -108,6 +113,8 @@ struct GrantsEntry {
     dirs: Vec<DirGrant>,
     #[serde(default)]
     env: Vec<EnvEntry>,
+    #[serde(default)]
+    http: Vec<HttpGrant>,
 }
 
 #[derive(Deserialize)]
@@ -167,6 +174,7 @@ impl Entry {
                 overrides: self.limits.overrides()?,
                 concurrency: self.limits.concurrency,
                 bounds: self.limits.bounds()?,
+                http_limits: self.limits.http()?,
                 grants: self.grants.resolve(base),
                 rules: Rules(self.rules),
             },
@@ -217,6 +225,28 @@ impl LimitsEntry {
     }
 }
 
+impl LimitsEntry {
+    /// The plugin's own outbound HTTP limits, when it sets any; unset ones
+    /// take the defaults.
+    fn http(&self) -> Result<Option<HttpLimits>, String> {
+        if self.http_requests.is_none()
+            && self.http_concurrency.is_none()
+            && self.http_request_bytes.is_none()
+            && self.http_response_bytes.is_none()
+        {
+            return Ok(None);
+        }
+        let defaults = HttpLimits::default();
+        let bytes = |size: &Option<Size>, default| size.clone().map_or(Ok(default), Size::bytes);
+        Ok(Some(HttpLimits {
+            max_requests: self.http_requests.unwrap_or(defaults.max_requests),
+            max_concurrent: self.http_concurrency.unwrap_or(defaults.max_concurrent),
+            max_request_bytes: bytes(&self.http_request_bytes, defaults.max_request_bytes)?,
+            max_response_bytes: bytes(&self.http_response_bytes, defaults.max_response_bytes)?,
+        }))
+    }
+}
+
 impl GrantsEntry {
     /// Directories relative to the manifest's own directory.
     fn resolve(self, base: &Path) -> Grants {
@@ -231,6 +261,7 @@ impl GrantsEntry {
         Grants {
             dirs: dirs.collect(),
             env: env.collect(),
+            http: self.http,
         }
     }
 }
@@ -319,6 +350,38 @@ mod tests {
         );
         assert_eq!(m.options.grants.dirs[0].host, dir.path().join("data"));
         assert_eq!(m.options.rules.0.len(), 1);
+    }
+
+    #[test]
+    fn http_grants_and_limits_parse_and_bad_patterns_name_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(
+            &path,
+            "path = \"a.wasm\"\n[limits]\nhttp_requests = 3\nhttp_response_bytes = \"1MiB\"\n[grants]\nhttp = [\"https://api.example.com/*\", \"GET http://127.0.0.1:8080/*\"]\n",
+        )
+        .unwrap();
+        let m = Manifest::load(&path).unwrap().remove(0);
+        assert_eq!(m.options.grants.http.len(), 2);
+        assert_eq!(
+            m.options.grants.http[1].pattern(),
+            "GET http://127.0.0.1:8080/*"
+        );
+        let limits = m.options.http_limits.unwrap();
+        assert_eq!(
+            (limits.max_requests, limits.max_response_bytes),
+            (3, 1 << 20)
+        );
+        std::fs::write(
+            &path,
+            "path = \"a.wasm\"\n[grants]\nhttp = [\"api.example.com\"]\n",
+        )
+        .unwrap();
+        let err = Manifest::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("not an HTTP grant") && err.contains("line 3"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -62,11 +62,16 @@ impl Rules {
     /// The effect for `action` on `resource`: the last matching rule, or
     /// [`Effect::Ask`] when none matches.
     pub fn evaluate(&self, action: &str, resource: &str) -> Effect {
+        self.matching(action, resource).unwrap_or(Effect::Ask)
+    }
+
+    /// The effect of the last rule matching `action` on `resource`, if any.
+    pub fn matching(&self, action: &str, resource: &str) -> Option<Effect> {
         self.0
             .iter()
             .rev()
             .find(|r| r.matches(action, resource))
-            .map_or(Effect::Ask, |r| r.effect)
+            .map(|r| r.effect)
     }
 
     /// Whether a tool stays in the catalog: hidden only when the last rule for
@@ -138,8 +143,8 @@ impl Policy {
 
     /// The rules' effect; an "ask" that a saved answer covers is an allow.
     /// Saved answers never override a deny rule.
-    fn effect(&self, key: &SavedKey, action: &str, resource: &str) -> Effect {
-        match self.rules.evaluate(action, resource) {
+    fn effect(&self, key: &SavedKey, action: &str, resource: &str, unmatched: Effect) -> Effect {
+        match self.rules.matching(action, resource).unwrap_or(unmatched) {
             Effect::Ask => {
                 let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
                 match saved.get(key).map(|r| r.evaluate(action, resource)) {
@@ -159,6 +164,19 @@ impl Policy {
         request: &PermissionRequest,
         call_approver: Option<&Arc<dyn Approver>>,
     ) -> Result<(), PermissionDenied> {
+        self.decide_unmatched(request, call_approver, Effect::Ask)
+            .await
+    }
+
+    /// As [`Policy::decide`], but a resource no rule matches gets
+    /// `unmatched` (an HTTP request within a granted origin is allowed: the
+    /// grant is the user's consent).
+    pub(crate) async fn decide_unmatched(
+        &self,
+        request: &PermissionRequest,
+        call_approver: Option<&Arc<dyn Approver>>,
+        unmatched: Effect,
+    ) -> Result<(), PermissionDenied> {
         let denied = |resource: &str| PermissionDenied {
             action: request.action.clone(),
             resource: resource.to_owned(),
@@ -169,7 +187,7 @@ impl Policy {
         };
         let mut asking = None;
         for resource in &request.resources {
-            match self.effect(&key, &request.action, resource) {
+            match self.effect(&key, &request.action, resource, unmatched) {
                 Effect::Deny => return Err(denied(resource)),
                 Effect::Ask => asking = asking.or(Some(resource)),
                 Effect::Allow => {}

@@ -4,18 +4,20 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::model::event::{EventSink, ProgressEvent, SinkError, SinkFuture};
+use crate::model::event::{EventSink, ProgressEvent, RequestEvent, SinkError, SinkFuture};
 use crate::model::outcome::Settlement;
 
-/// Events waiting for the writer. Outcomes wait for room (their settle
-/// awaits them anyway); progress updates beyond it are dropped and counted,
-/// so a chatty guest cannot grow the queue without bound.
-const QUEUE_CAPACITY: usize = 4096;
+/// Events waiting for the writer beyond which progress updates are dropped
+/// (and counted), so a chatty guest cannot grow the queue without bound.
+/// Outcomes and audited requests are never dropped: there are at most a
+/// few per call in flight.
+const PROGRESS_BACKLOG: usize = 4096;
 
 /// Writes every event as one JSON line to a file.
 ///
@@ -31,8 +33,10 @@ const QUEUE_CAPACITY: usize = 4096;
 /// Dropping the sink lets the writer finish what is queued and waits for it.
 #[derive(Debug)]
 pub struct JsonLinesSink {
-    queue: Option<mpsc::Sender<Entry>>,
+    queue: Option<mpsc::UnboundedSender<Entry>>,
     writer: Option<std::thread::JoinHandle<()>>,
+    /// Entries queued and not yet written.
+    backlog: Arc<AtomicUsize>,
     dropped_progress: AtomicU64,
 }
 
@@ -55,19 +59,27 @@ impl JsonLinesSink {
         let complete = complete_len(&mut file)?;
         file.set_len(complete)?;
         file.seek(SeekFrom::End(0))?;
-        let (queue, pending) = mpsc::channel(QUEUE_CAPACITY);
+        let (queue, pending) = mpsc::unbounded_channel();
+        let backlog = Arc::new(AtomicUsize::new(0));
+        let written = backlog.clone();
         let writer = std::thread::Builder::new()
             .name("toolhost-events".into())
-            .spawn(move || write_batches(file, pending))?;
+            .spawn(move || write_batches(file, pending, &written))?;
         Ok(JsonLinesSink {
             queue: Some(queue),
             writer: Some(writer),
+            backlog,
             dropped_progress: AtomicU64::new(0),
         })
     }
 
-    fn queue(&self) -> &mpsc::Sender<Entry> {
-        self.queue.as_ref().expect("the queue lives until drop")
+    /// Queues an entry for the writer; false if the writer has stopped.
+    fn enqueue(&self, entry: Entry) -> bool {
+        let Some(queue) = &self.queue else {
+            return false;
+        };
+        self.backlog.fetch_add(1, Ordering::Relaxed);
+        queue.send(entry).is_ok()
     }
 
     /// Progress updates dropped because the writer fell behind.
@@ -94,15 +106,24 @@ impl EventSink for JsonLinesSink {
         let Ok(line) = line("progress", event) else {
             return;
         };
-        if self
-            .queue()
-            .try_send(Entry {
+        if self.backlog.load(Ordering::Relaxed) >= PROGRESS_BACKLOG
+            || !self.enqueue(Entry {
                 line,
                 durable: None,
             })
-            .is_err()
         {
             self.dropped_progress.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Written ahead of the call's outcome, so it is durable when the
+    /// outcome is.
+    fn request(&self, event: &RequestEvent) {
+        if let Ok(line) = line("request", event) {
+            self.enqueue(Entry {
+                line,
+                durable: None,
+            });
         }
     }
 
@@ -114,7 +135,9 @@ impl EventSink for JsonLinesSink {
                 durable: Some(done),
             };
             let stopped = || SinkError("the event writer has stopped".into());
-            self.queue().send(entry).await.map_err(|_| stopped())?;
+            if !self.enqueue(entry) {
+                return Err(stopped());
+            }
             durable.await.map_err(|_| stopped())?
         })
     }
@@ -132,13 +155,18 @@ impl Drop for JsonLinesSink {
 
 /// The writer thread: takes everything queued, writes it in one go, syncs
 /// once if any of it is an outcome, then tells each outcome's waiter.
-fn write_batches(mut file: File, mut pending: mpsc::Receiver<Entry>) {
+fn write_batches(
+    mut file: File,
+    mut pending: mpsc::UnboundedReceiver<Entry>,
+    backlog: &AtomicUsize,
+) {
     let mut batch = Vec::new();
     while let Some(first) = pending.blocking_recv() {
         batch.push(first);
         while let Ok(more) = pending.try_recv() {
             batch.push(more);
         }
+        backlog.fetch_sub(batch.len(), Ordering::Relaxed);
         let mut bytes = Vec::new();
         let mut waiters = Vec::new();
         for entry in batch.drain(..) {

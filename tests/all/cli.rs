@@ -5,7 +5,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::{
-    BULK_OUTPUT, CHAOS, FS_TOOLS, FUTURE_VERSION, OTHER_WORLD, SEARCH_ONE, SEARCH_TWO, TEXT_TOOLS,
+    BULK_OUTPUT, CHAOS, FS_TOOLS, FUTURE_VERSION, HTTP_TOOLS, OTHER_WORLD, SEARCH_ONE, SEARCH_TWO,
+    TEXT_TOOLS,
 };
 
 /// Runs `toolhost` with a private compile cache and output directory.
@@ -686,4 +687,62 @@ fn r31_check_refuses_samples_that_are_not_a_small_regular_file() {
             "{samples}: {stdout}"
         );
     }
+}
+
+#[test]
+fn r36_allow_http_grants_an_origin_and_a_manifest_http_grant_needs_yes() {
+    use std::io::{Read as _, Write as _};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(2) {
+            let mut stream = stream.unwrap();
+            let mut head = [0u8; 1024];
+            let _ = stream.read(&mut head);
+            let body = r#"{"via": "cli"}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let url = format!(r#"{{"url": "http://{addr}/"}}"#);
+    let grant = format!("http://{addr}/*");
+    let (code, stdout, stderr) =
+        run(&["call", "--json", HTTP_TOOLS, "fetch_json", "--input", &url]);
+    assert_eq!(code, 1, "no grant, no request: {stdout}{stderr}");
+    let (code, stdout, stderr) = run(&[
+        "call",
+        "--json",
+        HTTP_TOOLS,
+        "fetch_json",
+        "--input",
+        &url,
+        "--allow-http",
+        &grant,
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["output"]["json"]["via"], "cli");
+    assert_eq!(v["usage"]["http_requests"], 1);
+
+    // The same grant from a manifest is shown and needs the user's yes.
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!("path = {HTTP_TOOLS:?}\n[grants]\nhttp = [{grant:?}]\n"),
+    )
+    .unwrap();
+    let manifest = manifest.to_str().unwrap();
+    let (code, _, stderr) = run(&["call", manifest, "fetch_json", "--input", &url]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("HTTP requests to") && stderr.contains("--yes"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = run(&["call", manifest, "fetch_json", "--input", &url, "--yes"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
 }

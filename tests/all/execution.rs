@@ -272,12 +272,10 @@ async fn r23_concurrency_limit_queues_calls_and_r31_the_wait_counts_against_the_
     // and its deadline runs while it waits: it ends at its deadline without
     // ever running, not one deadline after the first call ended.
     let spin = deadline(300);
-    let start = Instant::now();
     let (a, b) = tokio::join!(
         call_with(&snapshot, "spin_forever", json!({}), spin),
         call_with(&snapshot, "spin_forever", json!({}), spin),
     );
-    let elapsed = start.elapsed();
     assert_eq!(a.usage.tripped, Some(Limit::Deadline));
     assert_eq!(
         b.outcome,
@@ -286,11 +284,10 @@ async fn r23_concurrency_limit_queues_calls_and_r31_the_wait_counts_against_the_
         }
     );
     assert!(a.usage.fuel_used > 0, "the first call ran");
+    // Had its deadline started only with a slot, it would have run (and
+    // burned fuel) once the first call let go of it.
     assert_eq!(b.usage.fuel_used, 0, "the second call never got a slot");
-    assert!(
-        elapsed < Duration::from_millis(550),
-        "the queued call ended at its own deadline: {elapsed:?}"
-    );
+    assert_eq!(b.usage.tripped, Some(Limit::Deadline));
 }
 
 #[tokio::test]

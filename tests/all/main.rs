@@ -12,6 +12,7 @@ mod capabilities;
 mod cli;
 mod execution;
 mod hardening;
+mod http;
 mod loading;
 mod polyglot;
 mod properties;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::facade::location::Location;
 use crate::model::approval::Approver;
-use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, OutputBounds};
+use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, HttpLimits, OutputBounds};
 use crate::model::event::EventSink;
 use crate::model::hook::AfterHook;
 use crate::output::retain::{
@@ -20,6 +20,7 @@ use crate::registry::placement::{Level, Placement};
 use crate::registry::snapshot::Overlay;
 use crate::runtime::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};
 use crate::runtime::engine::{DEFAULT_MAX_INSTANCES, Runtime};
+use crate::runtime::http::tls::client_config;
 use crate::runtime::load::{Loader, Plugin, PluginDefaults, PluginOptions};
 use crate::settle::pipeline::Pipeline;
 
@@ -40,6 +41,8 @@ pub struct HostBuilder {
     hooks: Vec<Arc<dyn AfterHook>>,
     rules: Rules,
     approver: Option<Arc<dyn Approver>>,
+    http_limits: HttpLimits,
+    http_roots: Vec<PathBuf>,
 }
 
 impl fmt::Debug for HostBuilder {
@@ -72,6 +75,8 @@ impl Default for HostBuilder {
             hooks: Vec::new(),
             rules: Rules::default(),
             approver: None,
+            http_limits: HttpLimits::default(),
+            http_roots: Vec::new(),
         }
     }
 }
@@ -178,6 +183,20 @@ impl HostBuilder {
         self
     }
 
+    /// What outbound HTTP each call may do (R36). Default:
+    /// [`HttpLimits::default()`] (64 requests, 8 at once, 16 MiB each way).
+    pub fn http_limits(mut self, limits: HttpLimits) -> Self {
+        self.http_limits = limits;
+        self
+    }
+
+    /// Also trusts the root certificates in this PEM file for outbound
+    /// HTTPS (a private CA). Default: only the Mozilla roots (webpki-roots).
+    pub fn http_root_certificates(mut self, pem: impl Into<PathBuf>) -> Self {
+        self.http_roots.push(pem.into());
+        self
+    }
+
     /// Builds the host: configures the engine and opens the output directory.
     pub fn build(self) -> Result<Host, Error> {
         let cache = self
@@ -202,6 +221,8 @@ impl HostBuilder {
                         budget: self.budget,
                         concurrency: self.concurrency,
                         policy: Policy::new(self.rules, self.approver),
+                        http_limits: self.http_limits,
+                        tls: client_config(&self.http_roots)?,
                     },
                 }),
                 pipeline: Arc::new(Pipeline {

@@ -120,6 +120,44 @@ impl Default for OutputBounds {
     }
 }
 
+/// Default outbound HTTP requests one call may make.
+pub const DEFAULT_HTTP_REQUESTS: u32 = 64;
+
+/// Default outbound HTTP requests one call may have open at once.
+pub const DEFAULT_HTTP_CONCURRENCY: usize = 8;
+
+/// Default request body bytes one outbound request may send.
+pub const DEFAULT_HTTP_REQUEST_BYTES: u64 = 16 << 20;
+
+/// Default response body bytes one outbound request may receive.
+pub const DEFAULT_HTTP_RESPONSE_BYTES: u64 = 16 << 20;
+
+/// What outbound HTTP one call may do (R36). Timeouts come from the call's
+/// deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HttpLimits {
+    /// Requests per call. Default: [`DEFAULT_HTTP_REQUESTS`].
+    pub max_requests: u32,
+    /// Requests open at once. Default: [`DEFAULT_HTTP_CONCURRENCY`].
+    pub max_concurrent: usize,
+    /// Request body bytes per request. Default: [`DEFAULT_HTTP_REQUEST_BYTES`].
+    pub max_request_bytes: u64,
+    /// Response body bytes per request. Default:
+    /// [`DEFAULT_HTTP_RESPONSE_BYTES`].
+    pub max_response_bytes: u64,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_requests: DEFAULT_HTTP_REQUESTS,
+            max_concurrent: DEFAULT_HTTP_CONCURRENCY,
+            max_request_bytes: DEFAULT_HTTP_REQUEST_BYTES,
+            max_response_bytes: DEFAULT_HTTP_RESPONSE_BYTES,
+        }
+    }
+}
+
 /// Which limit stopped a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -145,6 +183,12 @@ pub struct Usage {
     pub peak_memory: u64,
     /// The limit that stopped the call, if one did.
     pub tripped: Option<Limit>,
+    /// Outbound HTTP requests made (0 for native tools).
+    pub http_requests: u32,
+    /// Request body bytes sent over HTTP.
+    pub http_bytes_sent: u64,
+    /// Response body bytes received over HTTP.
+    pub http_bytes_received: u64,
 }
 
 mod millis {

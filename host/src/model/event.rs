@@ -1,5 +1,6 @@
-//! Progress and durable outcome events (R19, R24): what an [`EventSink`]
-//! receives, and the progress channel of one running call.
+//! Progress, audited requests and durable outcome events (R19, R24, R36):
+//! what an [`EventSink`] receives, and the event channel of one running
+//! call.
 
 use std::fmt;
 use std::future::Future;
@@ -23,6 +24,34 @@ pub struct ProgressEvent {
     pub update: Value,
 }
 
+/// One outbound HTTP request of a running call, for the audit trail (R36).
+/// Never bodies, queries or headers: they may carry secrets.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestEvent {
+    /// The call that made it.
+    pub context: CallContext,
+    /// The effective tool name.
+    pub tool: String,
+    /// The HTTP method.
+    pub method: String,
+    /// `scheme://host:port`.
+    pub origin: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The response status, if a response came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Why it failed or was refused, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Request body bytes sent.
+    pub bytes_sent: u64,
+    /// Response body bytes received.
+    pub bytes_received: u64,
+    /// From the request to the end of its response, in milliseconds.
+    pub duration_ms: f64,
+}
+
 /// Why a sink could not record an outcome durably.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
@@ -42,6 +71,12 @@ pub trait EventSink: Send + Sync {
         let _ = event;
     }
 
+    /// A running call made (or was refused) an outbound HTTP request; the
+    /// event is recorded before the call's outcome.
+    fn request(&self, event: &RequestEvent) {
+        let _ = event;
+    }
+
     /// A call settled: record its durable outcome. A failure here turns the
     /// settlement into an operational failure naming the sink.
     fn outcome<'a>(&'a self, settlement: &'a Settlement) -> SinkFuture<'a> {
@@ -50,11 +85,11 @@ pub trait EventSink: Send + Sync {
     }
 }
 
-/// The progress channel of one call: keeps the last update and forwards each
-/// to the sink. Only a running call holds one, so progress from outside a
-/// call cannot exist (R24).
+/// The event channel of one call: keeps the last progress update and
+/// forwards each, and each audited request, to the sinks. Only a running
+/// call holds one, so progress from outside a call cannot exist (R24).
 #[derive(Clone)]
-pub(crate) struct Progress {
+pub(crate) struct CallEvents {
     inner: Arc<ProgressInner>,
 }
 
@@ -72,23 +107,23 @@ struct ProgressState {
     warnings: Vec<String>,
 }
 
-impl fmt::Debug for Progress {
+impl fmt::Debug for CallEvents {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Progress")
+        f.debug_struct("CallEvents")
             .field("context", &self.inner.context)
             .field("tool", &self.inner.tool)
             .finish_non_exhaustive()
     }
 }
 
-impl Progress {
+impl CallEvents {
     pub(crate) fn new(
         context: CallContext,
         tool: String,
         host_sink: Option<Arc<dyn EventSink>>,
         call_sink: Option<Arc<dyn EventSink>>,
     ) -> Self {
-        Progress {
+        CallEvents {
             inner: Arc::new(ProgressInner {
                 context,
                 tool,
@@ -118,6 +153,18 @@ impl Progress {
         for sink in self.inner.sinks.iter().flatten() {
             sink.progress(&event);
         }
+    }
+
+    /// Forwards an audited request to the sinks.
+    pub(crate) fn request(&self, event: &RequestEvent) {
+        for sink in self.inner.sinks.iter().flatten() {
+            sink.request(event);
+        }
+    }
+
+    /// The call's identity and tool, for events about it.
+    pub(crate) fn call(&self) -> (&CallContext, &str) {
+        (&self.inner.context, &self.inner.tool)
     }
 
     /// Notes a dropped update once per distinct reason.

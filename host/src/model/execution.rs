@@ -15,7 +15,7 @@ use crate::model::approval::Approver;
 use crate::model::budget::{Budget, Limit, Usage};
 use crate::model::content::{ToolFailure, ToolResponse};
 use crate::model::context::CallContext;
-use crate::model::event::Progress;
+use crate::model::event::CallEvents;
 use crate::model::outcome::{DefectKind, HostFault, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
 
@@ -28,7 +28,7 @@ pub(crate) struct Invocation<'a> {
     /// The same input as the JSON text the model sent.
     pub(crate) input_text: &'a str,
     pub(crate) context: &'a CallContext,
-    pub(crate) progress: Progress,
+    pub(crate) progress: CallEvents,
     pub(crate) budget: Budget,
     /// The largest machine output (JSON text) the result may carry: an
     /// executor may refuse a larger one before parsing it.
@@ -91,7 +91,7 @@ impl Execution {
 pub struct ToolContext {
     /// The call's identity.
     pub call: CallContext,
-    pub(crate) progress: Progress,
+    pub(crate) progress: CallEvents,
 }
 
 impl ToolContext {

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 use crate::error::GrantError;
+use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::stdio::LogBuffer;
 
 /// A host directory mapped into the guest.
@@ -64,6 +65,8 @@ pub struct Grants {
     pub dirs: Vec<DirGrant>,
     /// Environment variables the guest can read.
     pub env: Vec<EnvGrant>,
+    /// Origins the guest may send HTTP requests to (R36).
+    pub http: Vec<HttpGrant>,
 }
 
 impl Grants {

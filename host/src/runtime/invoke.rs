@@ -15,6 +15,7 @@ use crate::model::outcome::{DefectKind, FaultKind, HostFault, Interruption, Logs
 use crate::model::plugin::PluginInfo;
 use crate::runtime::bindings::toolhost::plugin::types as wit;
 use crate::runtime::classify::{Stop, classify};
+use crate::runtime::http::CallHttp;
 use crate::runtime::imports::call::CallState;
 use crate::runtime::load::PluginCode;
 use crate::runtime::store::{Role, StoreState};
@@ -44,6 +45,7 @@ impl WasmTool {
             Ok(permit) => permit,
             Err(i) => return Execution::early(Ended::Interrupted(i), inv.started),
         };
+        let http = Arc::new(self.http(&inv));
         let state = CallState {
             context: inv.context.clone(),
             plugin: self.plugin.info.name.clone(),
@@ -52,6 +54,7 @@ impl WasmTool {
             policy: self.plugin.policy.clone(),
             approver: inv.approver.clone(),
             config: self.plugin.config.clone(),
+            http: Some(http.clone()),
         };
         let mut store = match self.plugin.store(&inv.budget, Role::Call(state)) {
             Ok(store) => store,
@@ -66,7 +69,8 @@ impl WasmTool {
         let raced = self.race(&mut store, &inv).await;
         let mut warnings = std::mem::take(&mut store.data_mut().notes);
         let ended = self.ended(raced, &store, inv.max_machine_output, &mut warnings);
-        let usage = usage(&store, &inv, &ended);
+        let mut usage = usage(&store, &inv, &ended);
+        http.add_usage(&mut usage);
         let logs = take_logs(store.data());
         // The store, trapped or not, is dropped here: never reused (R21).
         drop(store);
@@ -76,6 +80,22 @@ impl WasmTool {
             logs,
             warnings,
         }
+    }
+
+    /// What outbound HTTP this call may make: the plugin's grants and
+    /// limits, within the call's deadline and cancellation.
+    fn http(&self, inv: &Invocation<'_>) -> CallHttp {
+        CallHttp::new(
+            self.plugin.grants.http.clone(),
+            self.plugin.http_limits,
+            self.plugin.tls.clone(),
+            inv.deadline,
+            inv.cancel.child_token(),
+            self.plugin.policy.clone(),
+            inv.approver.clone(),
+            self.plugin.info.name.clone(),
+            inv.progress.clone(),
+        )
     }
 
     /// Waits for one of the plugin's slots (a bounded queue), giving up on
@@ -153,6 +173,7 @@ fn usage(store: &Store<StoreState>, inv: &Invocation<'_>, ended: &Ended) -> Usag
         wall_time: inv.started.elapsed(),
         peak_memory: store.data().limiter.peak,
         tripped,
+        ..Usage::default()
     }
 }
 

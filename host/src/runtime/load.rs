@@ -12,7 +12,7 @@ use wasmtime::Store;
 use wasmtime::component::Component;
 
 use crate::error::{Error, LoadError};
-use crate::model::budget::{Budget, BudgetOverrides, OutputBounds};
+use crate::model::budget::{Budget, BudgetOverrides, HttpLimits, OutputBounds};
 use crate::model::plugin::PluginInfo;
 use crate::permission::{Policy, Rules};
 use crate::runtime::bindings::{ToolPluginPre, WIT_PACKAGE, WIT_VERSION};
@@ -47,6 +47,8 @@ pub struct PluginOptions {
     pub rules: Rules,
     /// Output bounds for this plugin's tools. Default: the host's bounds.
     pub bounds: Option<OutputBounds>,
+    /// Outbound HTTP limits of its calls. Default: the host's.
+    pub http_limits: Option<HttpLimits>,
 }
 
 impl Default for PluginOptions {
@@ -60,6 +62,7 @@ impl Default for PluginOptions {
             grants: Grants::default(),
             rules: Rules::default(),
             bounds: None,
+            http_limits: None,
         }
     }
 }
@@ -70,6 +73,8 @@ pub(crate) struct PluginDefaults {
     pub(crate) budget: Budget,
     pub(crate) concurrency: usize,
     pub(crate) policy: Policy,
+    pub(crate) http_limits: HttpLimits,
+    pub(crate) tls: Arc<rustls::ClientConfig>,
 }
 
 /// Everything a call of the plugin needs: compiled code and settings.
@@ -86,6 +91,8 @@ pub(crate) struct PluginCode {
     pub(crate) config: Arc<str>,
     /// Instance slots of the whole host, for the pool-exhaustion message.
     pub(crate) max_instances: u32,
+    pub(crate) http_limits: HttpLimits,
+    pub(crate) tls: Arc<rustls::ClientConfig>,
 }
 
 impl PluginCode {
@@ -177,6 +184,8 @@ async fn load(
             )),
             config: config.into(),
             max_instances: runtime.max_instances,
+            http_limits: options.http_limits.unwrap_or(defaults.http_limits),
+            tls: defaults.tls.clone(),
         }),
     })
 }

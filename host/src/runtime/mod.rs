@@ -9,6 +9,7 @@ pub(crate) mod cache;
 pub(crate) mod classify;
 pub(crate) mod engine;
 pub(crate) mod grants;
+pub(crate) mod http;
 pub(crate) mod imports;
 pub(crate) mod invoke;
 pub(crate) mod load;

@@ -4,10 +4,12 @@
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::error::Error;
 use crate::model::budget::{Budget, FUEL_YIELD_INTERVAL};
 use crate::runtime::grants::Grants;
+use crate::runtime::http::HttpHooks;
 use crate::runtime::imports::call::CallState;
 use crate::runtime::imports::registry::ActivationState;
 use crate::runtime::stdio::LogBuffer;
@@ -39,6 +41,19 @@ pub(crate) struct StoreState {
     /// What the host refused the guest on the way (e.g. a FIFO it tried to
     /// open): warnings of the call.
     pub(crate) notes: Vec<String>,
+    pub(crate) http: WasiHttpCtx,
+    /// A call's outbound HTTP; none for an activation.
+    pub(crate) http_hooks: HttpHooks,
+}
+
+impl WasiHttpView for StoreState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
+        }
+    }
 }
 
 impl StoreState {
@@ -79,6 +94,7 @@ pub(crate) fn new_store(
         Role::Activation(a) => (Some(a), None),
         Role::Call(c) => (None, Some(c)),
     };
+    let http_hooks = HttpHooks(call.as_ref().and_then(|c| c.http.clone()));
     let mut table = ResourceTable::new();
     table.set_max_capacity(MAX_HANDLES_PER_CALL);
     let state = StoreState {
@@ -90,6 +106,8 @@ pub(crate) fn new_store(
         activation,
         call,
         notes: Vec::new(),
+        http: WasiHttpCtx::new(),
+        http_hooks,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::model::call::Call;
 use crate::model::content::ToolResponse;
-use crate::model::event::Progress;
+use crate::model::event::CallEvents;
 use crate::model::execution::{Ended, Invocation};
 use crate::model::outcome::{Culprit, Defect, DefectKind, ErrorKind, Outcome};
 use crate::model::text::{MAX_MESSAGE_BYTES, truncate};
@@ -28,7 +28,7 @@ pub(super) async fn execute(
         .budget()
         .unwrap_or(pipeline.budget)
         .with(&call.overrides);
-    let progress = Progress::new(
+    let progress = CallEvents::new(
         call.context.clone(),
         call.tool.clone(),
         pipeline.sink.clone(),

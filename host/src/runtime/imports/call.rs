@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use crate::model::approval::{Approver, PermissionDenied, PermissionRequest};
 use crate::model::context::CallContext;
-use crate::model::event::Progress;
+use crate::model::event::CallEvents;
 use crate::model::text::truncate;
 use crate::permission::Policy;
 use crate::runtime::bindings::toolhost::plugin::call as wit;
 use crate::runtime::bindings::{ImportMisuse, PermissionError};
+use crate::runtime::http::CallHttp;
 
 /// The longest JSON text accepted for one progress update or permission
 /// metadata; larger values are guest misbehaviour.
@@ -28,12 +29,14 @@ pub(crate) struct CallState {
     /// The plugin's name, for saved permission answers.
     pub(crate) plugin: String,
     pub(crate) tool: String,
-    pub(crate) progress: Progress,
+    pub(crate) progress: CallEvents,
     pub(crate) policy: Policy,
     /// The call's own approver, over the host's.
     pub(crate) approver: Option<Arc<dyn Approver>>,
     /// The plugin's configuration as JSON text.
     pub(crate) config: Arc<str>,
+    /// What outbound HTTP the call may make, and what it made.
+    pub(crate) http: Option<Arc<CallHttp>>,
 }
 
 /// The narrow view the call import works on.

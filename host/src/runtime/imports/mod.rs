@@ -27,10 +27,11 @@ fn registry_view(state: &mut StoreState) -> registry::RegistryImport<'_> {
     }
 }
 
-/// Adds WASI (p2) and the Toolhost imports to `linker`.
+/// Adds WASI (p2), `wasi:http` and the Toolhost imports to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     filesystem::add_to_linker(linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     wit::types::add_to_linker::<StoreState, RegistryData>(linker, registry_view)?;
     wit::registry::add_to_linker::<StoreState, RegistryData>(linker, registry_view)?;
     wit::call::add_to_linker::<StoreState, CallData>(linker, |s| call::CallImport {

@@ -1,0 +1,64 @@
+//! http-tools: calls HTTP APIs through `wasi:http`. The host lets a request
+//! through only to origins its user granted (`--allow-http` or the
+//! manifest's `[grants] http`), within the call's budgets.
+
+use toolhost_sdk::prelude::*;
+
+/// The arguments of `fetch_json`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "toolhost_sdk::serde")]
+#[schemars(crate = "toolhost_sdk::schemars")]
+pub struct FetchInput {
+    /// The URL to GET; its origin must be granted to this plugin.
+    pub url: String,
+}
+
+/// What the server answered.
+#[derive(Serialize, JsonSchema)]
+#[serde(crate = "toolhost_sdk::serde")]
+#[schemars(crate = "toolhost_sdk::schemars")]
+pub struct FetchOutput {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The response's content type, if it gave one.
+    pub content_type: Option<String>,
+    /// The body, parsed as JSON.
+    pub json: Value,
+}
+
+/// GET a URL and parse the body as JSON.
+pub struct FetchJson;
+
+impl Tool for FetchJson {
+    const NAME: &'static str = "fetch_json";
+    const DESCRIPTION: &'static str = "GET a URL and return its status, content type and JSON body. Only origins the user granted can be reached.";
+    type Input = FetchInput;
+    type Output = FetchOutput;
+
+    fn execute(input: FetchInput, cx: &Context) -> ToolResult<FetchOutput> {
+        let response = cx
+            .http_get(&input.url)
+            .map_err(|e| format!("the request failed: {e}"))?;
+        let content_type = response
+            .headers
+            .iter()
+            .find(|(name, _)| name == "content-type")
+            .map(|(_, value)| value.clone());
+        let json = toolhost_sdk::serde_json::from_slice(&response.body).map_err(|e| {
+            format!(
+                "status {}: the body is not JSON ({e}); {} bytes",
+                response.status,
+                response.body.len()
+            )
+        })?;
+        let text = format!("status {}", response.status);
+        Ok(Response::new(FetchOutput {
+            status: response.status,
+            content_type,
+            json,
+        })
+        .with_text(text))
+    }
+}
+
+toolhost_sdk::plugin!([FetchJson]);
