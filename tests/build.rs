@@ -51,6 +51,7 @@ fn main() {
         "example-plugins",
         "guest-sdk/src",
         "guest-sdk/Cargo.toml",
+        "guest-sdk/wit",
         "wit",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());

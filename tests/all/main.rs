@@ -14,6 +14,7 @@ mod execution;
 mod hardening;
 mod http;
 mod loading;
+mod packaging;
 mod polyglot;
 mod properties;
 mod registry;

@@ -1,18 +1,14 @@
-//! `cargo xtask test`: every test of the project, in four steps, on a machine
-//! with only rustup, cargo, Python 3 (3.10 or newer) and Node:
+//! `cargo xtask test`: every test of the project, on a machine with only
+//! rustup, cargo, Python 3 (3.10 or newer) and Node. First a Python venv at
+//! `target/venv` with the exact packages of `tests/mcp/requirements.txt` and
+//! `tests/requirements-authors.txt` (reused while those pins are unchanged),
+//! then each of [`STEPS`] in order: `cargo test --workspace`, the polyglot
+//! test (a Python plugin, with the venv's `bin` first on `PATH`), and the MCP
+//! client suite (`python -m pytest tests/mcp -q` against the debug
+//! `toolhost`, given TOOLHOST_BIN and TOOLHOST_PLUGINS).
 //!
-//! 1. a Python venv at `target/venv` with the exact packages of
-//!    `tests/mcp/requirements.txt` and componentize-py (reused while those
-//!    pins are unchanged);
-//! 2. `cargo test --workspace`;
-//! 3. the polyglot test (a plugin built from Python with componentize-py),
-//!    with the venv's `bin` first on `PATH`;
-//! 4. the MCP client suite: builds `toolhost` and the example plugins, then
-//!    runs `python -m pytest tests/mcp -q` with the venv's Python, passing
-//!    TOOLHOST_BIN and TOOLHOST_PLUGINS.
-//!
-//! `cargo xtask test mcp [PYTEST ARGS...]` runs steps 1 and 4 only, passing
-//! the extra arguments to pytest (e.g. `-k watch -x`).
+//! `cargo xtask test mcp [PYTEST ARGS...]` prepares the venv and runs only
+//! the MCP suite, passing the extra arguments to pytest (e.g. `-k watch -x`).
 
 use std::ffi::OsString;
 use std::fs;
@@ -24,11 +20,47 @@ use anyhow::{Context, Result, bail};
 
 use crate::{build_plugins, cargo, root};
 
-/// The componentize-py the polyglot test builds its plugin with.
-const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+/// The Python packages plugin authors' tools need (componentize-py, ...),
+/// installed next to the MCP client's.
+const AUTHOR_REQUIREMENTS: &str = "tests/requirements-authors.txt";
+
+/// The MCP client's pinned packages.
+const MCP_REQUIREMENTS: &str = "tests/mcp/requirements.txt";
 
 /// The oldest Python the `mcp` package supports.
 const MIN_PYTHON: (u32, u32) = (3, 10);
+
+/// What every step gets: the workspace root and the prepared venv.
+pub(crate) struct Env {
+    pub(crate) root: PathBuf,
+    pub(crate) venv: Venv,
+}
+
+/// One step of `cargo xtask test`: what it is, and how to run it.
+type Step = (&'static str, fn(&Env) -> Result<()>);
+
+/// Every step after the venv, in order. Add a step here.
+const STEPS: &[Step] = &[
+    ("cargo test --workspace", |env| {
+        run_step(cargo().args(["test", "--workspace"]).current_dir(&env.root))
+    }),
+    (
+        "polyglot test (a Python plugin via componentize-py)",
+        |env| {
+            run_step(
+                cargo()
+                    .args(["test", "-p", "toolhost-cli", "--test", "all", "polyglot"])
+                    .args(["--", "--ignored"])
+                    .env("PATH", env.venv.path_with_bin()?)
+                    .env("VIRTUAL_ENV", &env.venv.dir)
+                    .current_dir(&env.root),
+            )
+        },
+    ),
+    ("MCP client tests (tests/mcp, Python mcp client)", |env| {
+        mcp_suite(&env.root, &env.venv, &[])
+    }),
+];
 
 /// Runs every test (no arguments), or only the MCP suite (`mcp [ARGS]`).
 pub fn run(args: &[String]) -> Result<()> {
@@ -36,31 +68,12 @@ pub fn run(args: &[String]) -> Result<()> {
     let started = Instant::now();
     match args.split_first() {
         None => {
-            let venv = step(1, 4, "Python venv (target/venv)", || prepare_venv(&root))?;
-            step(2, 4, "cargo test --workspace", || {
-                run_step(cargo().args(["test", "--workspace"]).current_dir(&root))
-            })?;
-            step(
-                3,
-                4,
-                "polyglot test (a Python plugin via componentize-py)",
-                || {
-                    run_step(
-                        cargo()
-                            .args(["test", "-p", "toolhost-cli", "--test", "all", "polyglot"])
-                            .args(["--", "--ignored"])
-                            .env("PATH", venv.path_with_bin()?)
-                            .env("VIRTUAL_ENV", &venv.dir)
-                            .current_dir(&root),
-                    )
-                },
-            )?;
-            step(
-                4,
-                4,
-                "MCP client tests (tests/mcp, Python mcp client)",
-                || mcp_suite(&root, &venv, &[]),
-            )?;
+            let of = STEPS.len() + 1;
+            let venv = step(1, of, "Python venv (target/venv)", || prepare_venv(&root))?;
+            let env = Env { root, venv };
+            for (i, (what, body)) in STEPS.iter().enumerate() {
+                step(i + 2, of, what, || body(&env))?;
+            }
         }
         Some((first, rest)) if first == "mcp" => {
             let venv = step(1, 2, "Python venv (target/venv)", || prepare_venv(&root))?;
@@ -94,7 +107,7 @@ fn step<T>(n: usize, of: usize, what: &str, body: impl FnOnce() -> Result<T>) ->
     Ok(value)
 }
 
-fn run_step(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run_step(cmd: &mut Command) -> Result<()> {
     let status = cmd
         .status()
         .with_context(|| format!("cannot run {}", describe(cmd)))?;
@@ -118,21 +131,21 @@ fn describe(cmd: &Command) -> String {
 }
 
 /// The prepared venv.
-struct Venv {
-    dir: PathBuf,
+pub(crate) struct Venv {
+    pub(crate) dir: PathBuf,
 }
 
 impl Venv {
-    fn bin(&self) -> PathBuf {
+    pub(crate) fn bin(&self) -> PathBuf {
         self.dir.join("bin")
     }
 
-    fn python(&self) -> PathBuf {
+    pub(crate) fn python(&self) -> PathBuf {
         self.bin().join("python")
     }
 
     /// `PATH` with the venv's `bin` first.
-    fn path_with_bin(&self) -> Result<OsString> {
+    pub(crate) fn path_with_bin(&self) -> Result<OsString> {
         let rest = std::env::var_os("PATH").unwrap_or_default();
         std::env::join_paths(std::iter::once(self.bin()).chain(std::env::split_paths(&rest)))
             .context("cannot put the venv's bin directory on PATH")
@@ -140,16 +153,18 @@ impl Venv {
 }
 
 /// Creates `target/venv` (or reuses it while the pins it was made from are
-/// unchanged) with the pinned packages of `tests/mcp/requirements.txt` and
-/// componentize-py.
+/// unchanged) with the pinned packages of [`MCP_REQUIREMENTS`] and
+/// [`AUTHOR_REQUIREMENTS`].
 fn prepare_venv(root: &Path) -> Result<Venv> {
     let venv = Venv {
         dir: root.join("target").join("venv"),
     };
-    let requirements = root.join("tests/mcp/requirements.txt");
-    let pins = fs::read_to_string(&requirements)
-        .with_context(|| format!("cannot read {}", requirements.display()))?;
-    let wanted = format!("{pins}\n{COMPONENTIZE_PY}\n");
+    let files = [root.join(MCP_REQUIREMENTS), root.join(AUTHOR_REQUIREMENTS)];
+    let mut wanted = String::new();
+    for file in &files {
+        wanted +=
+            &fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    }
     let stamp = venv.dir.join(".toolhost-requirements");
 
     let healthy = Command::new(venv.python())
@@ -175,26 +190,22 @@ fn prepare_venv(root: &Path) -> Result<Venv> {
     // A changed pin invalidates the stamp before anything is installed, so an
     // interrupted install is redone next time.
     let _ = fs::remove_file(&stamp);
-    eprintln!(
-        "installing the pinned packages of tests/mcp/requirements.txt and {COMPONENTIZE_PY}..."
-    );
-    run_step(
-        Command::new(venv.python())
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-input",
-                "--progress-bar",
-                "off",
-                "-r",
-            ])
-            .arg(&requirements)
-            .arg(COMPONENTIZE_PY),
-    )
-    .context("cannot install the Python packages (pip needs to reach PyPI)")?;
+    eprintln!("installing the pinned packages of {MCP_REQUIREMENTS} and {AUTHOR_REQUIREMENTS}...");
+    let mut pip = Command::new(venv.python());
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+    ]);
+    for file in &files {
+        pip.arg("-r").arg(file);
+    }
+    run_step(&mut pip).context("cannot install the Python packages (pip needs to reach PyPI)")?;
     fs::write(&stamp, &wanted).with_context(|| format!("cannot write {}", stamp.display()))?;
     Ok(venv)
 }
@@ -225,7 +236,7 @@ fn check_python(python: &std::ffi::OsStr) -> Result<()> {
 }
 
 /// The cargo target directory (`CARGO_TARGET_DIR`, else `target/`).
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => {
             let dir = PathBuf::from(dir);

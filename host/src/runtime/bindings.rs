@@ -5,7 +5,7 @@ use crate::model::approval::PermissionDenied;
 use crate::registry::placement::{Registration, RegistrationError};
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "wit",
     world: "tool-plugin",
     imports: {
         // Asking the approver may wait on a person.
