@@ -71,8 +71,23 @@ pub enum LoadError {
         /// What it exports instead.
         exports: String,
     },
-    /// It imports something the host does not provide.
-    #[error("{} cannot be linked: {reason}; plugins may import only WASI 0.2 and toolhost:plugin interfaces", path.display())]
+    /// It needs what the host does not provide: found before compiling.
+    #[error(
+        "{} needs what Toolhost does not provide:{}\n{}",
+        path.display(),
+        list_unsupported(needs),
+        hint.as_deref().unwrap_or(IMPORTS_ALLOWED)
+    )]
+    Unsupported {
+        /// The plugin path.
+        path: PathBuf,
+        /// Each import or ABI feature the host does not provide.
+        needs: Vec<Unsupported>,
+        /// What to change in the build, when the tool that made it is known.
+        hint: Option<String>,
+    },
+    /// Its imports have other types than the host's interfaces of that name.
+    #[error("{} cannot be linked: {reason}; rebuild it against toolhost:plugin@0.1 and WASI 0.2 (wasm32-wasip2)", path.display())]
     Link {
         /// The plugin path.
         path: PathBuf,
@@ -87,6 +102,52 @@ pub enum LoadError {
         /// What is wrong, with the line.
         message: String,
     },
+}
+
+/// What plugins may import, for refusals that have no better hint.
+const IMPORTS_ALLOWED: &str = "plugins may import WASI 0.2 (cli, clocks, filesystem, io, random, \
+     sockets, http outgoing-handler and types) and toolhost:plugin@0.1, without the \
+     component-model async ABI";
+
+/// One thing a plugin needs that the host does not provide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unsupported {
+    /// An interface of a WASI 0.2 package that Toolhost deliberately does not
+    /// link (an unstable or server-side one).
+    WasiInterface(String),
+    /// A WASI 0.3 interface: needs the component-model async ABI.
+    Wasi03(String),
+    /// Any other import: another package, or an unversioned name.
+    Import(String),
+    /// A component-model async (or threads) built-in, such as `task.cancel`.
+    AsyncAbi(&'static str),
+}
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unsupported::WasiInterface(name) => write!(
+                f,
+                "imports {name}: a WASI 0.2 interface Toolhost deliberately does not provide"
+            ),
+            Unsupported::Wasi03(name) => write!(
+                f,
+                "imports {name}: WASI 0.3 needs the component-model async ABI, which Toolhost does not enable"
+            ),
+            Unsupported::Import(name) => {
+                write!(f, "imports {name}: not an interface Toolhost provides")
+            }
+            Unsupported::AsyncAbi(builtin) => write!(
+                f,
+                "uses `{builtin}`: the component-model async ABI, which Toolhost does not enable"
+            ),
+        }
+    }
+}
+
+fn list_unsupported(needs: &[Unsupported]) -> String {
+    needs.iter().map(|n| format!("\n  - {n}")).collect()
 }
 
 /// Why grants cannot be applied.
@@ -113,6 +174,20 @@ pub enum Error {
         plugin: String,
         /// The plugin's message.
         message: String,
+    },
+    /// `activate` registered tools but closed (or dropped the handle of)
+    /// every registration before returning, so the plugin provides nothing.
+    #[error(
+        "plugin {plugin} registered {tools} tool(s) in `activate` but no registration was \
+         still open when it returned, so it provides no tools: the registration closes when \
+         its handle is dropped; keep the handle `register` returns for the life of the plugin \
+         (in a module-level or static variable, not a local or a `with`/`using` block)"
+    )]
+    RegistrationsDropped {
+        /// The plugin's name.
+        plugin: String,
+        /// How many tools it registered.
+        tools: usize,
     },
     /// A plugin misbehaved during activation.
     #[error(transparent)]

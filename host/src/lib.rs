@@ -92,7 +92,7 @@ mod sink;
 #[doc(hidden)]
 pub mod bench_support;
 
-pub use error::{Error, GrantError, LoadError};
+pub use error::{Error, GrantError, LoadError, Unsupported};
 pub use facade::host::{Host, HostBuilder};
 pub use facade::location::Location;
 pub use facade::snapshot::Snapshot;
@@ -102,7 +102,7 @@ pub use mcp::handler::{MESSAGE_ID_KEY, SESSION_ID_KEY};
 #[cfg(feature = "mcp")]
 pub use mcp::http::{HttpOptions, HttpServer, MAX_REQUEST_BODY_BYTES};
 #[cfg(feature = "mcp")]
-pub use mcp::results::{BUSY, DEFECT, INTERRUPTED};
+pub use mcp::results::{BUSY, DEFECT, INTERRUPTED, TOOL_METADATA_KEY};
 #[cfg(feature = "mcp")]
 pub use mcp::server::{
     MAX_CALLS_IN_FLIGHT, MAX_CALLS_PER_SESSION, McpServer, PERMISSION_ANSWER_TIMEOUT, ServeError,

@@ -105,6 +105,26 @@ async fn r28_oversized_registrations_are_refused_before_they_are_parsed() {
 }
 
 #[tokio::test]
+async fn an_activation_that_kept_no_registration_fails_saying_keep_the_handle() {
+    let (host, _out) = host();
+    let location = host.location("/dropped-handle");
+    match location.load(HOSTILE, &mode("drop-registration")).await {
+        Err(Error::RegistrationsDropped { plugin, tools }) => {
+            assert_eq!(plugin, "hostile");
+            assert!(tools > 0);
+        }
+        other => panic!("expected RegistrationsDropped, got {other:?}"),
+    }
+    assert!(location.catalog().is_empty(), "no tool remains");
+    // The same plugin keeping its handle activates.
+    let _kept = location
+        .load(HOSTILE, &PluginOptions::default())
+        .await
+        .unwrap();
+    assert!(!location.catalog().is_empty());
+}
+
+#[tokio::test]
 async fn r28_violation_lists_are_bounded_and_counting_stops() {
     let (snapshot, _a, _out) = hostile("r28-violations", PluginOptions::default()).await;
     // A million schema violations in the input.

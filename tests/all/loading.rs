@@ -2,7 +2,7 @@
 //! a plugin of an incompatible WIT version is refused before instantiation.
 
 use crate::{CHAOS, FUTURE_VERSION, OTHER_WORLD, TEXT_TOOLS};
-use toolhost::{Error, LoadError, PluginOptions};
+use toolhost::{Error, LoadError, PluginOptions, Unsupported};
 use toolhost_tests::{host, load, settle};
 
 async fn load_error(path: &std::path::Path) -> LoadError {
@@ -257,4 +257,92 @@ async fn the_compile_cache_evicts_the_least_recently_used_entry_beyond_its_cap()
             .info()
             .from_cache
     );
+}
+
+/// A component that links nothing it asks for: unprovided imports, written
+/// as text, next to a large body of code the refusal must not compile.
+fn unprovided_imports_component() -> Vec<u8> {
+    let functions: String = (0..2_000)
+        .map(|i| format!("(func (export \"f{i}\") (param i32) (result i32) local.get 0 i32.const {i} i32.add)"))
+        .collect();
+    wat::parse_str(format!(
+        r#"(component
+            (import "wasi:keyvalue/store@0.2.0-draft" (instance))
+            (import "wasi:clocks/timezone@0.2.0" (instance))
+            (import "wasi:cli/environment@0.3.0" (instance))
+            (import "wasi:io/streams@0.2.3" (instance))
+            (core module {functions})
+        )"#
+    ))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn unprovided_imports_are_refused_before_compiling_each_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("needs-more.wasm");
+    std::fs::write(&path, unprovided_imports_component()).unwrap();
+    let outputs = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let host = toolhost::Host::builder()
+        .output_dir(outputs.path())
+        .cache_dir(cache.path())
+        .build()
+        .unwrap();
+    let e = match host.load(&path, &PluginOptions::default()).await {
+        Err(Error::Load(e)) => e,
+        other => panic!("expected a load error, got {other:?}"),
+    };
+    let LoadError::Unsupported { needs, hint, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        needs,
+        &[
+            Unsupported::Import("wasi:keyvalue/store@0.2.0-draft".into()),
+            Unsupported::WasiInterface("wasi:clocks/timezone@0.2.0".into()),
+            Unsupported::Wasi03("wasi:cli/environment@0.3.0".into()),
+        ],
+        "wasi:io/streams@0.2.3 is linked, so it is not listed"
+    );
+    assert!(hint.is_some(), "WASI 0.3 gets a build hint");
+    let message = e.to_string();
+    for expected in [
+        "wasi:keyvalue/store@0.2.0-draft: not an interface Toolhost provides",
+        "wasi:clocks/timezone@0.2.0: a WASI 0.2 interface Toolhost deliberately does not provide",
+        "wasi:cli/environment@0.3.0: WASI 0.3 needs the component-model async ABI",
+    ] {
+        assert!(message.contains(expected), "{message}");
+    }
+    // Refused before compiling: the compile cache never saw it.
+    assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn the_async_abi_is_refused_with_each_builtin_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("async.wasm");
+    let wasm = wat::parse_str(
+        r#"(component
+            (core func (canon task.cancel))
+            (core func (canon waitable-set.new))
+            (@producers (processed-by "componentize-js" "0.19.3"))
+        )"#,
+    )
+    .unwrap();
+    std::fs::write(&path, wasm).unwrap();
+    let e = load_error(&path).await;
+    let LoadError::Unsupported { needs, hint, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        needs,
+        &[
+            Unsupported::AsyncAbi("task.cancel"),
+            Unsupported::AsyncAbi("waitable-set"),
+        ]
+    );
+    let hint = hint.as_deref().unwrap();
+    assert!(hint.contains("--backend-qjs-disable-async"), "{hint}");
+    assert!(e.to_string().contains("uses `task.cancel`"), "{e}");
 }

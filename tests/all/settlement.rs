@@ -428,6 +428,46 @@ async fn r16_retention_failure_is_operational_never_lossy() {
 }
 
 #[tokio::test]
+async fn r17_a_tool_failure_keeps_its_metadata_checked_like_success_metadata() {
+    let (host, _out) = host();
+    let location = host.location("/r17-failure");
+    let _a = load(&location, CHAOS).await;
+    let snapshot = location.snapshot();
+    let input = json!({"message": "no such row", "metadata": {"row": 7, "table": "users"}});
+    let s = settle(&snapshot, "fail", input).await;
+    match &s.outcome {
+        Outcome::Error {
+            message, metadata, ..
+        } => {
+            assert_eq!(message, "no such row");
+            assert_eq!(
+                metadata.clone().map(Value::Object),
+                Some(json!({"row": 7, "table": "users"}))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let s = settle(
+        &snapshot,
+        "fail",
+        json!({"message": "m", "metadata": [1, 2]}),
+    )
+    .await;
+    assert!(
+        matches!(&s.outcome, Outcome::Error { metadata: None, .. }),
+        "{:?}",
+        s.outcome
+    );
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("must be a JSON object")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[tokio::test]
 async fn r17_metadata_must_be_a_small_object_or_is_dropped_with_a_warning() {
     let (host, _out) = host();
     let location = host.location("/r17");

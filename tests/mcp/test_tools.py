@@ -134,6 +134,15 @@ async def test_tool_failure_is_an_error_result(conn) -> None:
     assert outcome["status"] == "error"
 
 
+async def test_tool_failure_metadata_reaches_the_client_in_meta(conn) -> None:
+    metadata = {"row": 7, "table": "users"}
+    result = await conn.client.call_tool("fail", {"message": "no such row", "metadata": metadata})
+    assert result.is_error is True
+    assert result.meta == {"io.toolhost/metadata": metadata}
+    plain = await conn.client.call_tool("fail", {"message": "no metadata"})
+    assert plain.meta is None
+
+
 async def test_unknown_tool_is_a_jsonrpc_error(conn) -> None:
     with pytest.raises(MCPError) as raised:
         await conn.client.call_tool("no_such_tool", {})

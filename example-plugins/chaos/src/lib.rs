@@ -159,6 +159,10 @@ impl Tool for BadMetadata {
 pub struct FailInput {
     /// The failure message.
     pub message: String,
+    /// Metadata for the failure, for a UI (any JSON; the host keeps only an
+    /// object).
+    #[serde(default)]
+    pub metadata: Option<Value>,
 }
 
 /// Report progress, then fail with the given message.
@@ -166,13 +170,17 @@ pub struct Fail;
 
 impl Tool for Fail {
     const NAME: &'static str = "fail";
-    const DESCRIPTION: &'static str = "Report progress, then fail with `message`.";
+    const DESCRIPTION: &'static str = "Report progress, then fail with `message` (and `metadata`).";
     type Input = FailInput;
     type Output = NoOutput;
 
     fn execute(input: FailInput, cx: &Context) -> ToolResult<NoOutput> {
         cx.progress(json!({ "stage": "before-failure" }));
-        Err(ToolError::new(input.message))
+        let error = ToolError::new(input.message);
+        Err(match input.metadata {
+            Some(metadata) => error.with_metadata(metadata),
+            None => error,
+        })
     }
 }
 

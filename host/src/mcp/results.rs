@@ -6,13 +6,17 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{
-    CallToolResult, ContentBlock, ErrorCode, ErrorData, JsonObject, ResourceContents,
+    CallToolResult, ContentBlock, ErrorCode, ErrorData, JsonObject, MetaObject, ResourceContents,
 };
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::model::content::ContentPart;
 use crate::model::outcome::{ErrorKind, Outcome, Settlement};
 use crate::model::tool::ToolDefinition;
+
+/// The `_meta` key of a call result under which the tool's own metadata
+/// (for a UI) travels, on success and on a tool's error.
+pub const TOOL_METADATA_KEY: &str = "io.toolhost/metadata";
 
 /// JSON-RPC error code of an interrupted call (cancelled, deadline, fuel):
 /// not a tool result.
@@ -69,6 +73,7 @@ pub(crate) fn call_result(
                 Some(schema) if legacy && !is_object_schema(schema) => json!({"result": output}),
                 _ => output,
             });
+            result.meta = tool_metadata(c.metadata.as_ref());
             Ok(result)
         }
         Outcome::Error {
@@ -76,9 +81,13 @@ pub(crate) fn call_result(
             message,
             ..
         } => Err(ErrorData::invalid_params(message.clone(), None)),
-        Outcome::Error { message, .. } => Ok(CallToolResult::error(vec![ContentBlock::text(
-            message.clone(),
-        )])),
+        Outcome::Error {
+            message, metadata, ..
+        } => {
+            let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
+            result.meta = tool_metadata(metadata.as_ref());
+            Ok(result)
+        }
         Outcome::Interrupted { reason } => Err(ErrorData::new(
             INTERRUPTED,
             format!("The tool call was interrupted: {reason}"),
@@ -90,6 +99,15 @@ pub(crate) fn call_result(
             Some(error_data(settlement)),
         )),
     }
+}
+
+/// A tool's metadata (for a UI, R17) in the result's `_meta`, under
+/// [`TOOL_METADATA_KEY`].
+fn tool_metadata(metadata: Option<&Map<String, Value>>) -> Option<MetaObject> {
+    let metadata = metadata?.clone();
+    let mut meta = Map::new();
+    meta.insert(TOOL_METADATA_KEY.to_owned(), Value::Object(metadata));
+    Some(MetaObject(meta))
 }
 
 /// The `data` of an error: the outcome's JSON (status, reason or culprit)

@@ -175,6 +175,10 @@ pub(super) struct RegistrationInner {
 }
 
 impl RegistrationInner {
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     pub(super) fn close(&self) {
         // Closing twice is harmless (R4).
         if !self.closed.swap(true, Ordering::AcqRel)
@@ -203,7 +207,7 @@ impl Registration {
 
     /// Whether it has been closed.
     pub fn is_closed(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire)
+        self.inner.is_closed()
     }
 }
 

@@ -63,6 +63,16 @@ impl Scope {
         }
     }
 
+    /// Whether any registration made through this scope is still open.
+    pub(crate) fn has_open_registrations(&self) -> bool {
+        let state = self.lock();
+        state
+            .registrations
+            .iter()
+            .filter_map(Weak::upgrade)
+            .any(|r| !r.is_closed())
+    }
+
     /// Whether the scope has been closed.
     pub fn is_closed(&self) -> bool {
         self.lock().closed

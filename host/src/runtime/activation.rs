@@ -57,12 +57,12 @@ impl Activation {
             budget: code.budget,
             bounds: code.bounds,
             registered: (0, 0),
+            tools_registered: 0,
         };
         let mut store = code.store(&code.budget, Role::Activation(state))?;
-        let result = run_activate(code, &mut store).await;
-        if let Some(a) = store.data_mut().activation.as_mut() {
-            a.activating = false;
-        }
+        let result = run_activate(code, &mut store)
+            .await
+            .and_then(|()| check_kept(plugin, &mut store, &scope));
         match result {
             Ok(()) => Ok(Activation {
                 plugin: plugin.clone(),
@@ -98,6 +98,25 @@ impl Drop for Activation {
     fn drop(&mut self) {
         self.unload();
     }
+}
+
+/// Ends the registering part of activation, and fails it when the plugin
+/// registered tools but kept none of its registrations open: a handle
+/// dropped at once (a local, Python's refcounting, a `with` block) would
+/// otherwise leave a plugin that activated fine and provides nothing.
+fn check_kept(plugin: &Plugin, store: &mut Store<StoreState>, scope: &Scope) -> Result<(), Error> {
+    let Some(activation) = store.data_mut().activation.as_mut() else {
+        return Ok(());
+    };
+    activation.activating = false;
+    let tools = activation.tools_registered;
+    if tools > 0 && !scope.has_open_registrations() {
+        return Err(Error::RegistrationsDropped {
+            plugin: plugin.info().name.clone(),
+            tools,
+        });
+    }
+    Ok(())
 }
 
 /// Instantiates the plugin and calls `activate` within its deadline.

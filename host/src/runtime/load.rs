@@ -15,9 +15,10 @@ use crate::error::{Error, LoadError};
 use crate::model::budget::{Budget, BudgetOverrides, HttpLimits, OutputBounds};
 use crate::model::plugin::PluginInfo;
 use crate::permission::{Policy, Rules};
-use crate::runtime::bindings::{ToolPluginPre, WIT_PACKAGE, WIT_VERSION};
+use crate::runtime::bindings::ToolPluginPre;
 use crate::runtime::engine::Runtime;
 use crate::runtime::grants::Grants;
+use crate::runtime::preflight::preflight;
 use crate::runtime::store::{Role, StoreState, new_store};
 
 /// The first bytes of every WebAssembly binary.
@@ -200,11 +201,11 @@ struct Compiled {
 fn compile(runtime: &Runtime, path: &Path) -> Result<Compiled, LoadError> {
     let wasm = read_regular_file(path, MAX_PLUGIN_BYTES)?;
     check_header(path, &wasm)?;
+    preflight(path, &wasm)?;
     let (component, from_cache) = runtime.compile(&wasm).map_err(|e| LoadError::Invalid {
         path: path.to_owned(),
         reason: format!("{e:#}"),
     })?;
-    check_world(path, &runtime.engine, &component)?;
     Ok(Compiled {
         pre: link(runtime, path, &component)?,
         digest: blake3::hash(&wasm).to_hex().to_string(),
@@ -245,53 +246,6 @@ fn check_header(path: &Path, wasm: &[u8]) -> Result<(), LoadError> {
         },
         _ => Err(LoadError::NotWasm { path }),
     }
-}
-
-/// Checks the component's `toolhost:plugin` interfaces: their version first
-/// (so an incompatible plugin gets a clear message), then the export.
-fn check_world(
-    path: &Path,
-    engine: &wasmtime::Engine,
-    component: &Component,
-) -> Result<(), LoadError> {
-    let ty = component.component_type();
-    let imports = ty.imports(engine).map(|(n, _)| n.to_owned());
-    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
-    let compatible = |version: &str| {
-        let major_minor = WIT_VERSION
-            .rsplit_once('.')
-            .map_or(WIT_VERSION, |(mm, _)| mm);
-        version
-            .strip_prefix(major_minor)
-            .is_some_and(|rest| rest.starts_with('.'))
-    };
-    let prefix = format!("{WIT_PACKAGE}/");
-    for name in imports.chain(exports.iter().cloned()) {
-        if let Some(rest) = name.strip_prefix(&prefix) {
-            let version = rest.split_once('@').map_or("", |(_, v)| v);
-            if !compatible(version) {
-                return Err(LoadError::IncompatibleVersion {
-                    path: path.to_owned(),
-                    found: name,
-                    expected: WIT_VERSION,
-                });
-            }
-        }
-    }
-    if !exports
-        .iter()
-        .any(|e| e.starts_with(&format!("{prefix}plugin@")))
-    {
-        return Err(LoadError::WrongWorld {
-            path: path.to_owned(),
-            exports: if exports.is_empty() {
-                "nothing".into()
-            } else {
-                exports.join(", ")
-            },
-        });
-    }
-    Ok(())
 }
 
 /// Reads `path`, which must be a regular file of at most `max` bytes. It is

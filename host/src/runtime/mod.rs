@@ -14,5 +14,6 @@ pub(crate) mod imports;
 pub(crate) mod invoke;
 pub(crate) mod load;
 pub(crate) mod native;
+pub(crate) mod preflight;
 pub(crate) mod stdio;
 pub(crate) mod store;

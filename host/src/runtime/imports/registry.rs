@@ -48,8 +48,11 @@ pub(crate) struct ActivationState {
     /// The plugin's budget and bounds travel with each of its tools.
     pub(crate) budget: Budget,
     pub(crate) bounds: Option<OutputBounds>,
-    /// What this activation registered so far: tools and bytes.
+    /// What this activation asked to register so far, counted against the
+    /// limits: tools and bytes.
     pub(crate) registered: (usize, usize),
+    /// Tools in `register` calls that succeeded.
+    pub(crate) tools_registered: usize,
 }
 
 /// Refuses definitions over the registration limits, before any is parsed
@@ -148,7 +151,9 @@ impl wit::Host for RegistryImport<'_> {
             .into_iter()
             .map(|d| compile(activation, d))
             .collect::<Result<Vec<_>, _>>()?;
+        let count = compiled.len();
         let registration = activation.scope.register(compiled)?;
+        activation.tools_registered += count;
         let handle = self.table.push(RegistrationHandle(registration));
         Ok(handle.map_err(wasmtime::Error::from)?)
     }
