@@ -8,6 +8,7 @@ mod common;
 mod compile;
 mod grants;
 mod list;
+mod new;
 mod prompt;
 mod serve;
 mod stdio;
@@ -109,6 +110,19 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Create a plugin project: example tool, manifest, samples, build
+    /// script, CI workflow and README.
+    New {
+        /// The plugin's name: lowercase letters, digits, `-` and `_`.
+        name: String,
+        /// The language to write the plugin in.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: new::Lang,
+        /// The project directory to create (default: ./NAME); if it exists,
+        /// it must be empty.
+        #[arg(long, value_name = "PATH")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// How long the CLI waits for blocking threads once its work is done.
@@ -179,6 +193,7 @@ fn main() -> ExitCode {
             } => call::run(&plugin, &tool, &input, &common).await,
             Command::Check { plugins, common } => check::run(&plugins, &common).await,
             Command::Compile { plugins, common } => compile::run(&plugins, &common).await,
+            Command::New { name, lang, dir } => new::run(&name, lang, dir.as_deref()),
             Command::Serve {
                 plugins,
                 http,

@@ -14,6 +14,7 @@ mod execution;
 mod hardening;
 mod http;
 mod loading;
+mod new;
 mod packaging;
 mod polyglot;
 mod properties;
