@@ -1,23 +1,23 @@
 //! Write [Toolhost](https://example.invalid/toolhost) tool plugins in Rust.
 //!
 //! A plugin is a WebAssembly component (`wasm32-wasip2`) that provides typed
-//! tools to an agent. With this crate a tool is a type implementing [`Tool`]:
-//! its input and output are ordinary Rust types whose JSON Schemas (draft
-//! 2020-12) are derived with `schemars`, so the doc comments on their fields
-//! are what the model reads. [`plugin!`] exports the plugin: it registers every
-//! tool when the host activates the plugin and dispatches each call to the
-//! right tool.
+//! tools to an agent. A tool is a function with [`#[tool]`](tool): its doc
+//! comment is the description the model reads, and its input and output are
+//! Rust types with [`#[input]`](input) and [`#[output]`](output), whose JSON
+//! Schemas (draft 2020-12) are derived, field doc comments included.
+//! [`plugin!`] exports the plugin: it registers every tool when the host
+//! activates the plugin, and dispatches each call to the right tool.
 //!
 //! # Example
 //!
-//! `Cargo.toml`:
+//! `Cargo.toml` (the plugin needs no other dependency):
 //!
 //! ```toml
 //! [lib]
 //! crate-type = ["cdylib"]
 //!
 //! [dependencies]
-//! toolhost-sdk = { path = "../guest-sdk" }
+//! toolhost-sdk = "0.1"
 //! ```
 //!
 //! `src/lib.rs`:
@@ -25,56 +25,71 @@
 //! ```
 //! use toolhost_sdk::prelude::*;
 //!
-//! /// Repeat a message back.
-//! struct Echo;
-//!
-//! #[derive(Deserialize, JsonSchema)]
-//! #[serde(crate = "toolhost_sdk::serde")]
-//! #[schemars(crate = "toolhost_sdk::schemars")]
+//! #[input]
 //! struct EchoInput {
 //!     /// The message to repeat.
 //!     message: String,
 //! }
 //!
-//! #[derive(Serialize, JsonSchema)]
-//! #[serde(crate = "toolhost_sdk::serde")]
-//! #[schemars(crate = "toolhost_sdk::schemars")]
+//! #[output]
 //! struct EchoOutput {
 //!     /// The message, unchanged.
 //!     message: String,
 //! }
 //!
-//! impl Tool for Echo {
-//!     const NAME: &'static str = "echo";
-//!     const DESCRIPTION: &'static str = "Repeat a message back.";
-//!     type Input = EchoInput;
-//!     type Output = EchoOutput;
-//!
-//!     fn execute(input: EchoInput, _cx: &Context) -> ToolResult<EchoOutput> {
-//!         if input.message.is_empty() {
-//!             return Err("the message is empty; pass the text to repeat".into());
-//!         }
-//!         let text = input.message.clone();
-//!         Ok(Response::new(EchoOutput { message: input.message }).with_text(text))
+//! /// Repeat a message back.
+//! #[tool]
+//! fn echo(input: EchoInput) -> ToolResult<EchoOutput> {
+//!     if input.message.is_empty() {
+//!         return Err("the message is empty; pass the text to repeat".into());
 //!     }
+//!     Ok(EchoOutput { message: input.message }.into())
 //! }
 //!
-//! /// Shout: a tool with no machine output, only content.
-//! struct Shout;
+//! /// Repeat a message in capitals.
+//! #[tool]
+//! fn shout(input: EchoInput, cx: &Context) -> ToolResult<NoOutput> {
+//!     cx.progress(json!({ "stage": "shouting" }));
+//!     Ok(Response::text(input.message.to_uppercase()))
+//! }
 //!
-//! impl Tool for Shout {
-//!     const NAME: &'static str = "shout";
-//!     const DESCRIPTION: &'static str = "Repeat a message in capitals.";
-//!     type Input = EchoInput;
+//! toolhost_sdk::plugin!([echo, shout]);
+//! # fn main() {}
+//! ```
+//!
+//! Build it with `cargo build --target wasm32-wasip2 --release`; the component
+//! is `target/wasm32-wasip2/release/<crate>.wasm`.
+//!
+//! - A tool returns [`ToolResult<O>`](ToolResult): a [`Response`] with the
+//!   output (`output.into()` or [`Response::new`]) and optional content and
+//!   metadata; or [`NoOutput`] and content only ([`Response::text`]).
+//! - `Err("...".into())` is a [`ToolError`], a failure the model sees.
+//! - The `&Context` parameter is optional: [`Context::progress`],
+//!   [`Context::request_permission`], [`Context::config`] and the call's ids.
+//!
+//! # The `Tool` trait
+//!
+//! `#[tool]` implements [`Tool`]; a tool can also implement it by hand, and
+//! a plugin can run code when it is activated with [`Plugin`]:
+//!
+//! ```
+//! use toolhost_sdk::prelude::*;
+//!
+//! /// Say hello.
+//! struct Hello;
+//!
+//! impl Tool for Hello {
+//!     const NAME: &'static str = "hello";
+//!     const DESCRIPTION: &'static str = "Say hello.";
+//!     type Input = NoInput;
 //!     type Output = NoOutput;
 //!
-//!     fn execute(input: EchoInput, cx: &Context) -> ToolResult<NoOutput> {
-//!         cx.progress(json!({ "stage": "shouting" }));
-//!         Ok(Response::text(input.message.to_uppercase()))
+//!     fn execute(_: NoInput, _cx: &Context) -> ToolResult<NoOutput> {
+//!         Ok(Response::text("Hello!"))
 //!     }
 //! }
 //!
-//! /// Plugin-wide hooks (optional: `plugin!([Echo, Shout]);` needs none).
+//! /// Plugin-wide hooks (optional: `plugin!([Hello]);` needs none).
 //! struct Greeter;
 //!
 //! impl Plugin for Greeter {
@@ -86,32 +101,20 @@
 //!     }
 //! }
 //!
-//! toolhost_sdk::plugin!(Greeter => [Echo, Shout]);
+//! toolhost_sdk::plugin!(Greeter => [Hello]);
 //! # fn main() {}
 //! ```
 //!
-//! Build it with `cargo build --target wasm32-wasip2 --release`; the component
-//! is `target/wasm32-wasip2/release/<crate>.wasm`.
-//!
-//! # Deriving without depending on serde and schemars
-//!
-//! The crate re-exports [`serde`], [`schemars`] and [`serde_json`], and the
-//! [`prelude`] brings the derive macros into scope. The derived code refers to
-//! its crate by name, so a plugin that does not depend on `serde` and
-//! `schemars` itself tells both derives where they live, as above:
-//!
-//! ```text
-//! #[serde(crate = "toolhost_sdk::serde")]
-//! #[schemars(crate = "toolhost_sdk::schemars")]
-//! ```
-//!
-//! Give both: `schemars` also reads `#[serde(crate)]` when there is no
-//! `#[schemars(crate)]`, and would then look in the wrong place. A plugin that
-//! depends on `serde` 1 and `schemars` 1 directly needs neither attribute.
+//! The crate re-exports [`serde`], [`schemars`] and [`serde_json`], which
+//! `#[input]` and `#[output]` derive through. A hand-written derive that
+//! uses the re-exports names them with
+//! `#[serde(crate = "toolhost_sdk::serde")]` and
+//! `#[schemars(crate = "toolhost_sdk::schemars")]` (both: schemars otherwise
+//! takes the path from `#[serde(crate)]`).
 //!
 //! # Contract
 //!
-//! - A tool with an `Output` type returns it ([`Response::new`]); the host
+//! - A tool with an output type returns it ([`Response::new`]); the host
 //!   validates it against the derived schema.
 //! - A tool with [`NoOutput`] must return non-empty content; the host rejects
 //!   an empty response.
@@ -128,6 +131,7 @@ mod error;
 #[cfg(feature = "http")]
 mod http;
 mod json;
+mod macros;
 mod plugin;
 mod response;
 mod tool;
@@ -136,9 +140,10 @@ pub use context::Context;
 pub use error::{PermissionDenied, ToolError};
 #[cfg(feature = "http")]
 pub use http::{HttpError, HttpResponse, wstd};
+pub use macros::{input, output, tool};
 pub use plugin::Plugin;
 pub use response::{Content, Media, Response, ToolResult};
-pub use tool::{NoInput, NoOutput, Tool, ToolOutput};
+pub use tool::{NoInput, NoOutput, Tool, ToolInput, ToolOutput};
 
 pub use schemars;
 pub use serde;
@@ -148,7 +153,7 @@ pub use serde_json;
 pub mod prelude {
     pub use crate::{
         Content, Context, Media, NoInput, NoOutput, PermissionDenied, Plugin, Response, Tool,
-        ToolError, ToolResult,
+        ToolError, ToolResult, input, output, tool,
     };
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
@@ -171,12 +176,18 @@ pub mod bindings {
     });
 }
 
-/// Used by the expansion of [`plugin!`]; not a stable API.
+// The README (the crates.io page) is tested like the rest of the docs.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+/// Used by the expansions of [`plugin!`] and [`tool`]; not a stable API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::bindings::exports::toolhost::plugin::plugin::{
         CallContext, Guest, ToolFailure, ToolResponse,
     };
+    pub use crate::macros::ToolReturn;
     pub use crate::plugin::{NoHooks, ToolEntry, activate, execute};
 }
 

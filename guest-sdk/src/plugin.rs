@@ -9,7 +9,7 @@ use crate::bindings::exports::toolhost::plugin::plugin::{CallContext, ToolFailur
 use crate::bindings::toolhost::plugin::registry::{self, Registration, RegistrationError};
 use crate::bindings::toolhost::plugin::types::{self, ToolDefinition};
 use crate::response::Output;
-use crate::tool::ToolOutput;
+use crate::tool::{ToolInput, ToolOutput};
 use crate::{Content, Context, Response, Tool, ToolError};
 
 /// Plugin-wide hooks. Implement it on a type of your own and name that type in
@@ -77,7 +77,7 @@ fn generator() -> schemars::SchemaGenerator {
 }
 
 fn input_schema<T: Tool>() -> String {
-    let schema = generator().into_root_schema_for::<T::Input>();
+    let schema = T::Input::__input_schema(generator());
     serde_json::to_string(&schema).expect("a JSON Schema serializes")
 }
 
@@ -89,7 +89,7 @@ fn output_schema<T: Tool>() -> Option<String> {
 fn execute_tool<T: Tool>(input: &str, cx: &Context) -> Result<ToolResponse, ToolFailure> {
     // The host validated `input` against the schema derived from `T::Input`,
     // so this only fails when a custom `Deserialize` is stricter than its schema.
-    let input: T::Input = serde_json::from_str(input).map_err(|error| {
+    let input = T::Input::__from_json(input).map_err(|error| {
         failure(ToolError::new(format!(
             "invalid input for tool \"{}\": {error}; fix the arguments and call it again",
             T::NAME

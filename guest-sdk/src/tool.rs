@@ -26,9 +26,10 @@ pub trait Tool {
     /// What the tool does, written for a model.
     const DESCRIPTION: &'static str;
 
-    /// The arguments, deserialized from the model's JSON. Use [`NoInput`] for
-    /// a tool without arguments.
-    type Input: DeserializeOwned + JsonSchema;
+    /// The arguments, deserialized from the model's JSON: any
+    /// `Deserialize + JsonSchema` type (see [`ToolInput`]). Use [`NoInput`]
+    /// for a tool without arguments.
+    type Input: ToolInput;
 
     /// The machine output, any `Serialize + JsonSchema` type. Use [`NoOutput`]
     /// for a tool that returns only content (it then has no output schema).
@@ -63,8 +64,40 @@ impl JsonSchema for NoInput {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoOutput {}
 
-/// A type usable as [`Tool::Output`]: every `Serialize + JsonSchema` type, and
-/// [`NoOutput`]. Never implement it yourself.
+/// A type usable as [`Tool::Input`]: every `Deserialize + JsonSchema` type,
+/// such as a type with [`#[input]`](crate::input). Never implement it
+/// yourself.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a tool's input",
+    label = "add #[input] to `{Self}` (it derives `Deserialize` and `JsonSchema`)"
+)]
+// Methods, not supertraits: with supertraits the compiler reports the
+// missing `Deserialize` or `JsonSchema` instead of the message above.
+pub trait ToolInput: Sized {
+    #[doc(hidden)]
+    fn __input_schema(generator: SchemaGenerator) -> Schema;
+
+    #[doc(hidden)]
+    fn __from_json(json: &str) -> serde_json::Result<Self>;
+}
+
+impl<T: DeserializeOwned + JsonSchema> ToolInput for T {
+    fn __input_schema(generator: SchemaGenerator) -> Schema {
+        generator.into_root_schema_for::<T>()
+    }
+
+    fn __from_json(json: &str) -> serde_json::Result<Self> {
+        serde_json::from_str(json)
+    }
+}
+
+/// A type usable as [`Tool::Output`]: every `Serialize + JsonSchema` type,
+/// such as a type with [`#[output]`](crate::output), and [`NoOutput`].
+/// Never implement it yourself.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a tool's output",
+    label = "add #[output] to `{Self}` (it derives `Serialize` and `JsonSchema`), or return `NoOutput`"
+)]
 pub trait ToolOutput: Sized {
     #[doc(hidden)]
     fn __output_schema(generator: SchemaGenerator) -> Option<Schema>;
