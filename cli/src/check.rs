@@ -1,13 +1,14 @@
 //! `toolhost check PLUGIN...`: load, activate, validate, run samples.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::Value;
-use toolhost::{Call, CallContext, Host, Outcome};
+use toolhost::{Call, CallContext, Host, Outcome, Snapshot};
 
-use crate::common::{Common, Spec, specs};
+use crate::common::{Common, Spec, read_bounded, specs};
+use crate::junit::{self, Case, Suite};
 use crate::{Failure, exit, stdio, terminal};
 
 /// The largest samples file `check` reads: a few calls, never data.
@@ -51,23 +52,22 @@ impl Status {
     }
 }
 
-pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Failure> {
+pub(crate) async fn run(
+    plugins: &[PathBuf],
+    junit: Option<&Path>,
+    common: &Common,
+) -> Result<u8, Failure> {
     let host = common.host(None, true)?;
-    let mut failed = 0usize;
-    let mut passed = 0usize;
+    let mut suites = Vec::new();
     for spec in specs(plugins, common)? {
-        match check_one(&host, &spec, common).await {
-            Ok((p, f)) => {
-                passed += p;
-                failed += f;
-            }
-            Err(e) => {
-                failed += 1;
-                report(&format!("FAIL {}: {e}", spec.path.display()))?;
-            }
-        }
+        suites.push(check_one(&host, &spec, common).await?);
     }
-    report(&format!("{passed} passed, {failed} failed"))?;
+    let cases: usize = suites.iter().map(|s| s.cases.len()).sum();
+    let failed: usize = suites.iter().map(Suite::failures).sum();
+    report(&format!("{} passed, {failed} failed", cases - failed))?;
+    if let Some(path) = junit {
+        junit::write(path, &suites)?;
+    }
     Ok(if failed == 0 {
         exit::COMPLETED
     } else {
@@ -75,29 +75,63 @@ pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Fail
     })
 }
 
-async fn check_one(host: &Host, spec: &Spec, common: &Common) -> anyhow::Result<(usize, usize)> {
-    // A location of its own per plugin, so plugins do not shadow each other.
+/// Checks one plugin: activation (its own location, so plugins do not
+/// shadow each other), then each sample. Prints a line per check.
+async fn check_one(host: &Host, spec: &Spec, common: &Common) -> anyhow::Result<Suite> {
     let location = host.location(spec.path.clone());
-    let activation = location.load(&spec.path, &spec.options).await?;
+    let started = Instant::now();
+    let activation = match location.load(&spec.path, &spec.options).await {
+        Ok(activation) => activation,
+        Err(e) => {
+            let name = spec.path.display().to_string();
+            report(&format!("FAIL {name}: {e}"))?;
+            let case = case("activate", started, Some(e.to_string()));
+            return Ok(Suite {
+                name,
+                cases: vec![case],
+            });
+        }
+    };
     let name = activation.plugin().info().name.clone();
     let snapshot = location.snapshot();
+    let tools: Vec<&str> = snapshot
+        .definitions()
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
     report(&format!(
         "ok   {name}: activated; tools with valid schemas: {}",
-        snapshot
-            .definitions()
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        tools.join(", ")
     ))?;
+    let mut suite = Suite {
+        cases: vec![case("activate", started, None)],
+        name,
+    };
     let Some(samples_path) = &spec.samples else {
         report(&format!(
-            "note {name}: no samples file; add `samples = \"samples.toml\"` to its manifest"
+            "note {}: no samples file; add `samples = \"samples.toml\"` to its manifest",
+            suite.name
         ))?;
-        return Ok((1, 0));
+        return Ok(suite);
     };
-    let samples = read_samples(samples_path)?;
-    let (mut passed, mut failed) = (1, 0);
+    match read_samples(samples_path) {
+        Ok(samples) => run_samples(&snapshot, samples, common, &mut suite).await?,
+        Err(e) => {
+            report(&format!("FAIL {}: {e}", suite.name))?;
+            suite
+                .cases
+                .push(case("samples", Instant::now(), Some(e.to_string())));
+        }
+    }
+    Ok(suite)
+}
+
+async fn run_samples(
+    snapshot: &Snapshot,
+    samples: Samples,
+    common: &Common,
+    suite: &mut Suite,
+) -> anyhow::Result<()> {
     for (i, sample) in samples.sample.into_iter().enumerate() {
         let input = Value::Object(
             sample
@@ -115,48 +149,35 @@ async fn check_one(host: &Host, spec: &Spec, common: &Common) -> anyhow::Result<
         };
         let call =
             Call::new(&sample.tool, input.to_string(), context).with_overrides(common.overrides());
+        let started = Instant::now();
         let settlement = snapshot.settle(call).await;
-        match verdict(&sample, &settlement.outcome) {
-            Ok(()) => {
-                passed += 1;
-                report(&format!("ok   {name}: {}", sample.name))?;
-            }
-            Err(why) => {
-                failed += 1;
-                report(&format!("FAIL {name}: {}: {why}", sample.name))?;
-            }
+        let failure = verdict(&sample, &settlement.outcome).err();
+        match &failure {
+            None => report(&format!("ok   {}: {}", suite.name, sample.name))?,
+            Some(why) => report(&format!("FAIL {}: {}: {why}", suite.name, sample.name))?,
         }
+        suite.cases.push(case(&sample.name, started, failure));
     }
-    Ok((passed, failed))
+    Ok(())
+}
+
+fn case(name: &str, started: Instant, failure: Option<String>) -> Case {
+    Case {
+        name: name.to_owned(),
+        time: started.elapsed(),
+        failure,
+    }
 }
 
 fn read_samples(path: &Path) -> anyhow::Result<Samples> {
-    let text = read_bounded(path)
-        .map_err(|e| anyhow::anyhow!("cannot read samples {}: {e}", path.display()))?;
+    let text = read_bounded(path, MAX_SAMPLES_BYTES).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read samples {}: {e}; a samples file lists a few calls",
+            path.display()
+        )
+    })?;
     toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("invalid samples file {}: {e}", path.display()))
-}
-
-/// Reads a regular file of at most [`MAX_SAMPLES_BYTES`]. Opened without
-/// blocking, so a FIFO in its place cannot stall the CLI (R31).
-fn read_bounded(path: &Path) -> anyhow::Result<String> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path)?;
-    if !file.metadata()?.is_file() {
-        anyhow::bail!("it is not a regular file");
-    }
-    let mut text = String::new();
-    file.take(MAX_SAMPLES_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_SAMPLES_BYTES {
-        anyhow::bail!(
-            "it is larger than {} KiB; a samples file lists a few calls",
-            MAX_SAMPLES_BYTES / 1024
-        );
-    }
-    Ok(text)
 }
 
 /// One line of the report on stdout; it can carry guest text (R30).
@@ -181,14 +202,84 @@ fn verdict(sample: &Sample, outcome: &Outcome) -> Result<(), String> {
     }
     if let (Some(expected), Outcome::Completed(c)) = (&sample.output, outcome) {
         let expected = serde_json::to_value(expected).map_err(|e| e.to_string())?;
-        if c.output.as_ref() != Some(&expected) {
+        if !c.output.as_ref().is_some_and(|got| same(got, &expected)) {
             return Err(format!(
-                "expected output {expected}, got {}",
-                c.output
-                    .as_ref()
-                    .map_or_else(|| "none".to_owned(), Value::to_string)
+                "expected output {}, got {}",
+                shown(&expected),
+                c.output.as_ref().map_or_else(|| "none".to_owned(), shown)
             ));
         }
     }
     Ok(())
+}
+
+/// The most of an output a failed check shows: enough to see the
+/// difference, bounded because a tool's output can be megabytes.
+const MAX_SHOWN_OUTPUT_BYTES: usize = 2048;
+
+fn shown(value: &Value) -> String {
+    let mut text = value.to_string();
+    if text.len() > MAX_SHOWN_OUTPUT_BYTES {
+        let mut cut = MAX_SHOWN_OUTPUT_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let omitted = text.len() - cut;
+        text.truncate(cut);
+        text.push_str(&format!("… ({omitted} more bytes)"));
+    }
+    text
+}
+
+/// Equal as JSON values, numbers by value: `22` and `22.0` are the same
+/// output, so one samples file serves builds of a tool in any language.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => same_number(x, y),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Integers compare exactly; anything with a fraction compares as `f64`.
+fn same_number(x: &serde_json::Number, y: &serde_json::Number) -> bool {
+    let integer = |n: &serde_json::Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (integer(x), integer(y)) {
+        (Some(a), Some(b)) => a == b,
+        _ => x.as_f64() == y.as_f64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_compare_by_value_everywhere_in_a_value() {
+        assert!(same(&json!({"c": [22, 1.5]}), &json!({"c": [22.0, 1.5]})));
+        assert!(!same(&json!({"c": 22}), &json!({"c": 22.5})));
+        assert!(!same(&json!({"c": 22}), &json!({"c": "22"})));
+        assert!(!same(&json!([1, 2]), &json!([1, 2, 3])));
+        assert!(!same(&json!({"a": 1}), &json!({"b": 1})));
+        assert!(same(&json!(u64::MAX), &json!(u64::MAX)));
+        assert!(!same(&json!(u64::MAX), &json!(u64::MAX - 1)));
+    }
+
+    #[test]
+    fn shown_output_is_bounded_at_a_character_boundary() {
+        let long = Value::String("é".repeat(5000));
+        let text = shown(&long);
+        assert!(text.len() < MAX_SHOWN_OUTPUT_BYTES + 40, "{}", text.len());
+        assert!(text.ends_with("more bytes)"), "{text}");
+    }
 }

@@ -53,6 +53,10 @@ pub(crate) struct Common {
     /// Also trust the root certificates in this PEM file for HTTPS.
     #[arg(long = "http-ca", value_name = "FILE")]
     http_ca: Vec<PathBuf>,
+    /// Configuration passed to every plugin's `activate`, replacing a
+    /// manifest's `[config]`: a JSON object, or @FILE to read one from a file.
+    #[arg(long, value_name = "JSON|@FILE", value_parser = parse_config)]
+    config: Option<serde_json::Value>,
     /// Show guest stdout/stderr and usage.
     #[arg(long, short)]
     pub(crate) verbose: bool,
@@ -108,9 +112,13 @@ impl Common {
         Ok(builder.build()?)
     }
 
-    /// Grants and limits from flags, over what a manifest says.
+    /// Grants, limits and configuration from flags, over what a manifest
+    /// says.
     fn apply(&self, options: &mut PluginOptions) {
         options.overrides = self.overrides().or(options.overrides);
+        if let Some(config) = &self.config {
+            options.config = config.clone();
+        }
         let dirs = self.dirs.iter().map(|d| parse_dir(d, false));
         let rw = self.dirs_rw.iter().map(|d| parse_dir(d, true));
         options.grants.dirs.extend(dirs.chain(rw));
@@ -188,6 +196,51 @@ fn parse_allow(spec: &str) -> Result<Rule, String> {
             "`{spec}` is not ACTION:PATTERN; write for example `edit:/tmp/*` or `read:*`"
         )),
     }
+}
+
+/// The largest file `--config @FILE` reads: configuration, not data.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// `--config JSON|@FILE`: a JSON object, given inline or read from a file.
+fn parse_config(spec: &str) -> Result<serde_json::Value, String> {
+    let (text, source) = match spec.strip_prefix('@') {
+        Some(path) => {
+            let text = read_bounded(Path::new(path), MAX_CONFIG_BYTES)
+                .map_err(|e| format!("cannot read {path}: {e}"))?;
+            (text, path)
+        }
+        None => (spec.to_owned(), "the argument"),
+    };
+    match serde_json::from_str(&text) {
+        Ok(value @ serde_json::Value::Object(_)) => Ok(value),
+        Ok(_) => Err(format!(
+            "{source} is JSON but not an object; write for example '{{\"mode\": \"fast\"}}'"
+        )),
+        Err(e) => Err(format!(
+            "{source} is not valid JSON ({e}); pass a JSON object, or @FILE to read one"
+        )),
+    }
+}
+
+/// Reads a regular file of at most `max` bytes as text. Opened without
+/// blocking, so a FIFO in its place cannot stall the CLI (R31).
+pub(crate) fn read_bounded(path: &Path, max: u64) -> anyhow::Result<String> {
+    use std::io::Read as _;
+
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        anyhow::bail!("it is not a regular file");
+    }
+    let mut text = String::new();
+    file.take(max + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        anyhow::bail!("it is larger than {} KiB", max / 1024);
+    }
+    Ok(text)
 }
 
 /// `--dir HOST[::GUEST]`.

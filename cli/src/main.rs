@@ -7,6 +7,7 @@ mod check;
 mod common;
 mod compile;
 mod grants;
+mod junit;
 mod list;
 mod new;
 mod prompt;
@@ -74,6 +75,10 @@ enum Command {
         /// Plugins: .wasm components or .toml manifests.
         #[arg(required = true)]
         plugins: Vec<PathBuf>,
+        /// Also write a JUnit XML report of the checks to FILE, for CI
+        /// systems that render one.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
     },
@@ -191,7 +196,11 @@ fn main() -> ExitCode {
                 input,
                 common,
             } => call::run(&plugin, &tool, &input, &common).await,
-            Command::Check { plugins, common } => check::run(&plugins, &common).await,
+            Command::Check {
+                plugins,
+                junit,
+                common,
+            } => check::run(&plugins, junit.as_deref(), &common).await,
             Command::Compile { plugins, common } => compile::run(&plugins, &common).await,
             Command::New { name, lang, dir } => new::run(&name, lang, dir.as_deref()),
             Command::Serve {

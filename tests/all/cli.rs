@@ -395,6 +395,155 @@ fn check_fails_clearly_on_a_sample_expecting_the_wrong_status() {
     assert!(stdout.contains("1 passed, 2 failed"), "{stdout}");
 }
 
+/// The `testcase` elements of a JUnit report: name and failure message.
+fn junit_cases(xml: &str) -> Vec<(String, Option<String>)> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut cases: Vec<(String, Option<String>)> = Vec::new();
+    loop {
+        match reader.read_event().expect("the report is well-formed XML") {
+            Event::Start(e) | Event::Empty(e) if e.name().as_ref() == b"testcase" => {
+                let name = e.try_get_attribute("name").unwrap().unwrap();
+                cases.push((name.unescape_value().unwrap().into_owned(), None));
+            }
+            Event::Start(e) if e.name().as_ref() == b"failure" => {
+                let message = e.try_get_attribute("message").unwrap().unwrap();
+                cases.last_mut().unwrap().1 = Some(message.unescape_value().unwrap().into_owned());
+            }
+            Event::Eof => return cases,
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn check_compares_numbers_by_value_and_writes_a_junit_report() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("samples.toml"),
+        concat!(
+            "[[sample]]\nname = \"counts as floats\"\ntool = \"word_count\"\n",
+            "input = { text = \"one two\\nthree\" }\nstatus = \"completed\"\n",
+            "output = { words = 3.0, lines = 2, bytes = 13.0 }\n\n",
+            "[[sample]]\nname = \"a wrong count\"\ntool = \"word_count\"\n",
+            "input = { text = \"one\" }\nstatus = \"completed\"\n",
+            "output = { words = 1.5, lines = 1, bytes = 3 }\n\n",
+        ),
+    )
+    .unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!("path = {TEXT_TOOLS:?}\nsamples = \"samples.toml\"\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("chaos-samples.toml"),
+        concat!(
+            "[[sample]]\nname = \"guest text with a control character\"\ntool = \"fail\"\n",
+            "input = { message = \"\\u001b[31mred\" }\nstatus = \"completed\"\n",
+        ),
+    )
+    .unwrap();
+    let chaos = dir.path().join("chaos.toml");
+    std::fs::write(
+        &chaos,
+        format!("path = {CHAOS:?}\nsamples = \"chaos-samples.toml\"\n"),
+    )
+    .unwrap();
+    let report = dir.path().join("reports/junit.xml");
+    std::fs::create_dir(dir.path().join("reports")).unwrap();
+    let (code, stdout, _) = run(&[
+        "check",
+        manifest.to_str().unwrap(),
+        chaos.to_str().unwrap(),
+        "--junit",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("ok   text_tools: counts as floats"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("3 passed, 2 failed"), "{stdout}");
+
+    let xml = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        xml.contains(r#"<testsuite name="text_tools" tests="3" failures="1""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<testsuites name="toolhost check" tests="5" failures="2""#),
+        "{xml}"
+    );
+    let cases = junit_cases(&xml);
+    let names: Vec<&str> = cases.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "activate",
+            "counts as floats",
+            "a wrong count",
+            "activate",
+            "guest text with a control character"
+        ]
+    );
+    assert_eq!(cases[0].1, None);
+    assert_eq!(cases[1].1, None);
+    assert_eq!(
+        cases[2].1.as_deref(),
+        Some(
+            r#"expected output {"bytes":3,"lines":1,"words":1.5}, got {"bytes":3,"lines":1,"words":1}"#
+        )
+    );
+    let control = cases[4].1.as_deref().unwrap();
+    assert!(control.contains("\u{FFFD}[31mred"), "{control}");
+}
+
+#[test]
+fn config_flag_reaches_activate_and_calls_inline_or_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = |stdout: &str| -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(stdout).unwrap()["output"].clone()
+    };
+    let (code, stdout, stderr) = run(&[
+        "call",
+        CHAOS,
+        "read_config",
+        "--json",
+        "--config",
+        r#"{"volume": 3}"#,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        output(&stdout),
+        serde_json::json!({"config": {"volume": 3}})
+    );
+
+    let file = dir.path().join("config.json");
+    std::fs::write(&file, r#"{"mode": "from-file"}"#).unwrap();
+    let at_file = format!("@{}", file.display());
+    let (code, stdout, stderr) =
+        run(&["call", CHAOS, "read_config", "--json", "--config", &at_file]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        output(&stdout),
+        serde_json::json!({"config": {"mode": "from-file"}})
+    );
+
+    let (code, _, stderr) = run(&["list", CHAOS, "--config", r#"{"volume": 3}"#]);
+    assert_eq!(code, 0, "{stderr}");
+    for (bad, why) in [
+        ("[1, 2]", "is JSON but not an object"),
+        ("{volume", "is not valid JSON"),
+        ("@/no/such/config.json", "cannot read /no/such/config.json"),
+    ] {
+        let (code, _, stderr) = run(&["call", CHAOS, "read_config", "--config", bad]);
+        assert_eq!(code, 2, "{bad}: {stderr}");
+        assert!(stderr.contains(why), "{bad}: {stderr}");
+    }
+}
+
 #[test]
 fn manifests_with_unknown_keys_are_usage_errors_naming_the_line() {
     let dir = tempfile::tempdir().unwrap();
