@@ -5,6 +5,7 @@
 
 mod layers;
 mod test;
+mod wheel;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -18,9 +19,10 @@ fn main() -> ExitCode {
         Some("plugins") => build_plugins().map(|_| ()),
         Some("test") => test::run(&args[1..]),
         Some("layers") => layers::check(&root()),
+        Some("wheel") => wheel::run(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|plugins|test|layers>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot test and the\n           MCP client suite (tests/mcp), in a Python venv at target/venv\n           (`cargo xtask test mcp [PYTEST ARGS...]`: only the MCP suite)\n  layers   check that no library module imports from a layer above it"
+                "usage: cargo xtask <demo|plugins|test|layers|wheel>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot test and the\n           MCP client suite (tests/mcp), in a Python venv at target/venv\n           (`cargo xtask test mcp [PYTEST ARGS...]`: only the MCP suite)\n  layers   check that no library module imports from a layer above it\n  wheel    build the CLI's Python wheel (maturin, dev profile) into target/wheels,\n           pip-install it in a fresh venv and run the installed toolhost"
             );
             return ExitCode::from(2);
         }

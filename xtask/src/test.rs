@@ -60,6 +60,10 @@ const STEPS: &[Step] = &[
     ("MCP client tests (tests/mcp, Python mcp client)", |env| {
         mcp_suite(&env.root, &env.venv, &[])
     }),
+    (
+        "Python wheel of the CLI (maturin): install in a fresh venv, run toolhost",
+        crate::wheel::check,
+    ),
 ];
 
 /// Runs every test (no arguments), or only the MCP suite (`mcp [ARGS]`).
@@ -155,7 +159,7 @@ impl Venv {
 /// Creates `target/venv` (or reuses it while the pins it was made from are
 /// unchanged) with the pinned packages of [`MCP_REQUIREMENTS`] and
 /// [`AUTHOR_REQUIREMENTS`].
-fn prepare_venv(root: &Path) -> Result<Venv> {
+pub(crate) fn prepare_venv(root: &Path) -> Result<Venv> {
     let venv = Venv {
         dir: root.join("target").join("venv"),
     };
