@@ -326,7 +326,6 @@ async fn the_async_abi_is_refused_with_each_builtin_named() {
         r#"(component
             (core func (canon task.cancel))
             (core func (canon waitable-set.new))
-            (@producers (processed-by "componentize-js" "0.19.3"))
         )"#,
     )
     .unwrap();

@@ -5,10 +5,7 @@
 
 use std::path::Path;
 
-use wasmparser::{
-    CanonicalFunction as Canon, CanonicalOption, KnownCustom, Parser, Payload,
-    ProducersSectionReader,
-};
+use wasmparser::{CanonicalFunction as Canon, CanonicalOption, Parser, Payload};
 
 use crate::error::{LoadError, Unsupported};
 use crate::runtime::bindings::{WIT_PACKAGE, WIT_VERSION};
@@ -63,14 +60,12 @@ const WASI_02_PACKAGES: &[&str] = &[
     "wasi:sockets",
 ];
 
-/// The top-level imports and exports, the async built-ins and the tools that
-/// produced a component.
+/// The top-level imports and exports and the async built-ins of a component.
 #[derive(Debug, Default)]
 struct Needs {
     imports: Vec<String>,
     exports: Vec<String>,
     async_abi: Vec<&'static str>,
-    producers: Vec<String>,
 }
 
 /// Refuses, before compiling, a component that needs what the host does not
@@ -87,7 +82,7 @@ pub(crate) fn preflight(path: &Path, wasm: &[u8]) -> Result<(), LoadError> {
     if !unsupported.is_empty() {
         return Err(LoadError::Unsupported {
             path: path.to_owned(),
-            hint: hint(&unsupported, &needs.producers),
+            hint: hint(&unsupported),
             needs: unsupported,
         });
     }
@@ -121,11 +116,6 @@ fn scan(wasm: &[u8]) -> wasmparser::Result<Needs> {
                     {
                         needs.async_abi.push(builtin);
                     }
-                }
-            }
-            Payload::CustomSection(section) if depth == 0 => {
-                if let KnownCustom::Producers(reader) = section.as_known() {
-                    needs.producers.extend(producers(reader)?);
                 }
             }
             _ => {}
@@ -185,20 +175,6 @@ fn async_builtin(function: &Canon) -> Option<&'static str> {
         | Canon::ThreadYieldThenPromote { .. } => "threads",
         _ => return None,
     })
-}
-
-/// The `processed-by` and `sdk` tool names of a producers section.
-fn producers(reader: ProducersSectionReader<'_>) -> wasmparser::Result<Vec<String>> {
-    let mut names = Vec::new();
-    for field in reader {
-        let field = field?;
-        if matches!(field.name, "processed-by" | "sdk" | "language") {
-            for value in field.values {
-                names.push(value?.name.to_owned());
-            }
-        }
-    }
-    Ok(names)
 }
 
 /// Why the host does not link `import`, or `None` when it does.
@@ -265,28 +241,20 @@ fn check_export(path: &Path, needs: &Needs) -> Result<(), LoadError> {
     })
 }
 
-/// What to change in the build, where the tool that made the component is
-/// known to need a flag for it.
-fn hint(unsupported: &[Unsupported], producers: &[String]) -> Option<String> {
-    let made_by = |tool: &str| producers.iter().any(|p| p == tool);
+/// What to change in the build when the component needs the async ABI.
+fn hint(unsupported: &[Unsupported]) -> Option<String> {
     let needs_async = unsupported
         .iter()
         .any(|u| matches!(u, Unsupported::AsyncAbi(_) | Unsupported::Wasi03(_)));
-    if needs_async && made_by("componentize-js") {
-        return Some(
-            "componentize-js: build without the async ABI (for the QuickJS engine, pass \
-             `--backend-qjs-disable-async`)"
-                .into(),
-        );
-    }
-    if needs_async {
-        return Some(
-            "build for WASI 0.2 without the component-model async ABI (`wasm32-wasip2`; \
-             no `async` functions in the bindings)"
-                .into(),
-        );
-    }
-    None
+    // The producers section does not say which JavaScript engine built a
+    // component (jco's QuickJS backend records only wit-component), so the
+    // hint names the fix for each toolchain known to emit the async ABI.
+    needs_async.then(|| {
+        "build for WASI 0.2 without the component-model async ABI: Rust \
+         `wasm32-wasip2` with no `async` functions in the bindings; jco's QuickJS \
+         backend with `--backend-qjs-disable-async`"
+            .into()
+    })
 }
 
 #[cfg(test)]
