@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The languages `toolhost new --lang` offers.
-const LANGS: &[&str] = &["python", "js"];
+const LANGS: &[&str] = &["rust", "python", "js"];
 
 /// Runs `toolhost new ARGS...` in `cwd`: exit code, stdout, stderr.
 fn new(args: &[&str], cwd: &Path) -> (i32, String, String) {
@@ -204,12 +204,45 @@ fn new_writes_every_template_complete_with_placeholders_filled() {
             ci.contains(&format!("toolhost=={}", env!("CARGO_PKG_VERSION"))),
             "{lang}: CI installs this version of the CLI"
         );
-        assert_eq!(
-            fs::read_to_string(project.join("wit/world.wit")).unwrap(),
-            wit,
-            "{lang}: the project's WIT is the repository's"
-        );
+        if *lang == "rust" {
+            // Rust projects get the WIT inside toolhost-sdk.
+            assert!(!project.join("wit").exists(), "rust: no wit/ of its own");
+        } else {
+            assert_eq!(
+                fs::read_to_string(project.join("wit/world.wit")).unwrap(),
+                wit,
+                "{lang}: the project's WIT is the repository's"
+            );
+        }
     }
+}
+
+#[test]
+fn new_rust_project_is_the_default_and_depends_on_this_sdk_version() {
+    let cwd = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = new(&["rs-tools"], cwd.path());
+    assert_eq!(code, 0, "{stderr}");
+    let project = cwd.path().join("rs-tools");
+    let manifest: toml::Table =
+        toml::from_str(&fs::read_to_string(project.join("Cargo.toml")).unwrap()).unwrap();
+    assert_eq!(manifest["package"]["name"].as_str(), Some("rs-tools"));
+    assert_eq!(
+        manifest["lib"]["crate-type"].as_array().unwrap(),
+        &[toml::Value::from("cdylib")]
+    );
+    assert_eq!(
+        manifest["dependencies"]["toolhost-sdk"].as_str(),
+        Some(env!("CARGO_PKG_VERSION")),
+        "the SDK of this CLI's version"
+    );
+    let lib = fs::read_to_string(project.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("toolhost_sdk::plugin!([greet]);"), "{lib}");
+    let toolhost: toml::Table =
+        toml::from_str(&fs::read_to_string(project.join("toolhost.toml")).unwrap()).unwrap();
+    assert_eq!(
+        toolhost["path"].as_str(),
+        Some("target/wasm32-wasip2/release/rs_tools.wasm")
+    );
 }
 
 #[test]
