@@ -46,9 +46,14 @@ class Plugin(exports.Plugin):
     def activate(self, config: str) -> None:
         global _registration
         try:
-            _registration = registry.register(TOOLS)
+            registration = registry.register(TOOLS)
         except Err as error:
             raise Err(f"cannot register py_echo: {error.value}")
+        # `{"forget_registration": true}` makes the common mistake on purpose
+        # (the handle is not kept, so its tools close at once), for the test
+        # that checks the host names it.
+        if not json.loads(config or "null") == {"forget_registration": True}:
+            _registration = registration
 
     def execute(self, tool, input, context) -> ToolResponse:
         # Every call runs in a fresh instance; nothing from activate is here.

@@ -19,7 +19,7 @@ use toolhost_tests::{builder, context};
 
 /// What the test server answers.
 #[derive(Clone)]
-enum Answer {
+pub(crate) enum Answer {
     Json(&'static str),
     Redirect(String),
     /// `n` bytes of body, sent in 64 KiB chunks.
@@ -30,14 +30,17 @@ enum Answer {
 
 /// A loopback HTTP server that records what it saw.
 #[derive(Default)]
-struct Seen {
+pub(crate) struct Seen {
     connections: AtomicUsize,
-    requests: Mutex<Vec<String>>,
+    pub(crate) requests: Mutex<Vec<String>>,
     /// Connections the client closed while the server was still waiting.
     closed_by_client: AtomicUsize,
 }
 
-async fn serve(answer: Answer, tls: Option<tokio_rustls::TlsAcceptor>) -> (SocketAddr, Arc<Seen>) {
+pub(crate) async fn serve(
+    answer: Answer,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> (SocketAddr, Arc<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());

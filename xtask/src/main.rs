@@ -1,16 +1,24 @@
 //! Project tasks: `cargo xtask demo` builds the example plugins and calls a
 //! tool through the `toolhost` CLI; `cargo xtask plugins` only builds them;
 //! `cargo xtask test` runs every test (see `test.rs`); `cargo xtask layers`
-//! checks the library's module layering.
+//! checks the library's module layering; `cargo xtask package` packages the
+//! SDK and the library and uses them outside the workspace; `cargo xtask
+//! templates` builds and checks a project of each `toolhost new` template;
+//! `cargo xtask wheel` builds, installs and runs the CLI's Python wheel.
 
 mod layers;
+mod package;
+mod support;
+mod templates;
 mod test;
 mod wheel;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+
+use crate::support::{cargo, root, run_step};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -19,10 +27,12 @@ fn main() -> ExitCode {
         Some("plugins") => build_plugins().map(|_| ()),
         Some("test") => test::run(&args[1..]),
         Some("layers") => layers::check(&root()),
+        Some("package") => package::run(&root()),
+        Some("templates") => templates::run(),
         Some("wheel") => wheel::run(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|plugins|test|layers|wheel>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot test and the\n           MCP client suite (tests/mcp), in a Python venv at target/venv\n           (`cargo xtask test mcp [PYTEST ARGS...]`: only the MCP suite)\n  layers   check that no library module imports from a layer above it\n  wheel    build the CLI's Python wheel (maturin, dev profile) into target/wheels,\n           pip-install it in a fresh venv and run the installed toolhost"
+                "usage: cargo xtask <demo|plugins|test|layers|package|templates|wheel>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot tests, the\n           templates, the MCP client suite (tests/mcp), the packages and the\n           wheel, with a Python venv at target/venv\n           (`cargo xtask test mcp [PYTEST ARGS...]`: only the MCP suite)\n  layers   check that no library module imports from a layer above it\n  package  package the SDK and the library, then build a plugin and check an\n           embedder with them outside the workspace; call the plugin's tool\n  templates build a project of every `toolhost new` template and check its samples\n  wheel    build the CLI's Python wheel (maturin, dev profile) into target/wheels,\n           pip-install it in a fresh venv and run the installed toolhost"
             );
             return ExitCode::from(2);
         }
@@ -36,43 +46,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_owned()
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-}
-
-fn run(cmd: &mut Command) -> Result<()> {
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot run {cmd:?}"))?;
-    if !status.success() {
-        bail!("{cmd:?} failed ({status})");
-    }
-    Ok(())
-}
-
 /// Builds the example plugins exactly as the tests' build script does.
 fn build_plugins() -> Result<PathBuf> {
     let root = root();
     let target = root.join("target").join("plugins");
     eprintln!("building the example plugins (wasm32-wasip2, release)...");
-    run(cargo()
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--manifest-path",
-        ])
-        .arg(root.join("example-plugins/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target))
+    run_step(
+        cargo()
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(root.join("example-plugins/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target),
+    )
     .context("is the wasm32-wasip2 target installed? Run `rustup target add wasm32-wasip2`")?;
     Ok(target.join("wasm32-wasip2/release"))
 }
@@ -88,11 +79,11 @@ fn demo() -> Result<()> {
     };
     let text_tools = text_tools.to_str().context("non-UTF-8 path")?;
     eprintln!("\n$ toolhost list {text_tools}");
-    run(&mut toolhost(&["list", text_tools]))?;
+    run_step(&mut toolhost(&["list", text_tools]))?;
     eprintln!(
         "\n$ toolhost call {text_tools} echo --input '{{\"message\":\"hello from a wasm tool\"}}'"
     );
-    run(&mut toolhost(&[
+    run_step(&mut toolhost(&[
         "call",
         text_tools,
         "echo",

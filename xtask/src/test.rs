@@ -3,9 +3,10 @@
 //! `target/venv` with the exact packages of `tests/mcp/requirements.txt` and
 //! `tests/requirements-authors.txt` (reused while those pins are unchanged),
 //! then each of [`STEPS`] in order: `cargo test --workspace`, the polyglot
-//! test (a Python plugin, with the venv's `bin` first on `PATH`), and the MCP
-//! client suite (`python -m pytest tests/mcp -q` against the debug
-//! `toolhost`, given TOOLHOST_BIN and TOOLHOST_PLUGINS).
+//! tests (Python, JavaScript and C plugins, with the venv's `bin` and
+//! `target/tools/bin` first on `PATH`), and the MCP client suite
+//! (`python -m pytest tests/mcp -q` against the debug `toolhost`, given
+//! TOOLHOST_BIN and TOOLHOST_PLUGINS).
 //!
 //! `cargo xtask test mcp [PYTEST ARGS...]` prepares the venv and runs only
 //! the MCP suite, passing the extra arguments to pytest (e.g. `-k watch -x`).
@@ -18,7 +19,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{build_plugins, cargo, root};
+use crate::build_plugins;
+use crate::support::{build_toolhost, cargo, check_node, root, run_step};
 
 /// The Python packages plugin authors' tools need (componentize-py, ...),
 /// installed next to the MCP client's.
@@ -45,21 +47,20 @@ const STEPS: &[Step] = &[
         run_step(cargo().args(["test", "--workspace"]).current_dir(&env.root))
     }),
     (
-        "polyglot test (a Python plugin via componentize-py)",
-        |env| {
-            run_step(
-                cargo()
-                    .args(["test", "-p", "toolhost-cli", "--test", "all", "polyglot"])
-                    .args(["--", "--ignored"])
-                    .env("PATH", env.venv.path_with_bin()?)
-                    .env("VIRTUAL_ENV", &env.venv.dir)
-                    .current_dir(&env.root),
-            )
-        },
+        "polyglot tests (Python, JavaScript and C plugins)",
+        polyglot,
+    ),
+    (
+        "plugin templates (toolhost new, build each, toolhost check)",
+        crate::templates::check,
     ),
     ("MCP client tests (tests/mcp, Python mcp client)", |env| {
         mcp_suite(&env.root, &env.venv, &[])
     }),
+    (
+        "packaged crates (a plugin and an embedder outside the workspace use them)",
+        |env| crate::package::run(&env.root),
+    ),
     (
         "Python wheel of the CLI (maturin): install in a fresh venv, run toolhost",
         crate::wheel::check,
@@ -109,29 +110,6 @@ fn step<T>(n: usize, of: usize, what: &str, body: impl FnOnce() -> Result<T>) ->
         started.elapsed().as_secs_f64()
     );
     Ok(value)
-}
-
-pub(crate) fn run_step(cmd: &mut Command) -> Result<()> {
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot run {}", describe(cmd)))?;
-    if !status.success() {
-        bail!("`{}` failed ({status})", describe(cmd));
-    }
-    Ok(())
-}
-
-/// A command as a person would type it (program and arguments).
-fn describe(cmd: &Command) -> String {
-    let program = Path::new(cmd.get_program())
-        .file_name()
-        .unwrap_or(cmd.get_program())
-        .to_string_lossy()
-        .into_owned();
-    std::iter::once(program)
-        .chain(cmd.get_args().map(|a| a.to_string_lossy().into_owned()))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The prepared venv.
@@ -239,36 +217,9 @@ fn check_python(python: &std::ffi::OsStr) -> Result<()> {
     }
 }
 
-/// The cargo target directory (`CARGO_TARGET_DIR`, else `target/`).
-pub(crate) fn target_dir(root: &Path) -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            if dir.is_absolute() {
-                dir
-            } else {
-                root.join(dir)
-            }
-        }
-        None => root.join("target"),
-    }
-}
-
 /// Builds `toolhost` and the example plugins, then runs the pytest suite.
 fn mcp_suite(root: &Path, venv: &Venv, pytest_args: &[String]) -> Result<()> {
-    eprintln!("building toolhost (cargo build -p toolhost-cli)...");
-    run_step(
-        cargo()
-            .args(["build", "--quiet", "-p", "toolhost-cli"])
-            .current_dir(root),
-    )?;
-    let toolhost = target_dir(root).join("debug").join("toolhost");
-    if !toolhost.is_file() {
-        bail!(
-            "cargo built toolhost-cli, but {} does not exist",
-            toolhost.display()
-        );
-    }
+    let toolhost = build_toolhost(root)?;
     let plugins = build_plugins()?;
     let plugins = plugins
         .canonicalize()
@@ -291,4 +242,74 @@ fn mcp_suite(root: &Path, venv: &Venv, pytest_args: &[String]) -> Result<()> {
             .env("VIRTUAL_ENV", &venv.dir)
             .current_dir(root),
     )
+}
+
+/// The oldest Node the JavaScript plugin's pinned packages support.
+const MIN_NODE: (u32, u32) = (20, 19);
+
+/// Tools the C plugin's build needs, from crates.io into `target/tools`:
+/// (crate, exact version, binary, the one feature it needs).
+const AUTHOR_TOOLS: &[(&str, &str, &str, &str)] = &[
+    ("wit-bindgen-cli", "0.63.0", "wit-bindgen", "c"),
+    ("wasm-tools", "1.263.0", "wasm-tools", "component"),
+];
+
+/// The ignored polyglot tests (`tests/all/polyglot.rs`), with the venv's
+/// `bin` (componentize-py, ziglang) and `target/tools/bin` (wit-bindgen,
+/// wasm-tools) first on `PATH`; the JavaScript build runs `npm ci` itself.
+fn polyglot(env: &Env) -> Result<()> {
+    check_node(MIN_NODE, "the JavaScript plugin (example-plugins/js-echo)")?;
+    let tools = install_author_tools(&env.root)?;
+    let rest = env.venv.path_with_bin()?;
+    let path = std::env::join_paths(std::iter::once(tools).chain(std::env::split_paths(&rest)))
+        .context("cannot put target/tools/bin on PATH")?;
+    run_step(
+        cargo()
+            .args(["test", "-p", "toolhost-cli", "--test", "all", "polyglot"])
+            .args(["--", "--ignored"])
+            .env("PATH", path)
+            .env("VIRTUAL_ENV", &env.venv.dir)
+            .current_dir(&env.root),
+    )
+}
+
+/// Installs each of [`AUTHOR_TOOLS`] whose binary is missing or of another
+/// version, and returns the `bin` directory holding them.
+fn install_author_tools(root: &Path) -> Result<PathBuf> {
+    let tools = root.join("target").join("tools");
+    let bin = tools.join("bin");
+    let build = tools.join("build");
+    for &(krate, version, binary, feature) in AUTHOR_TOOLS {
+        let installed = Command::new(bin.join(binary))
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim_end()
+                    .ends_with(version)
+            });
+        if installed {
+            continue;
+        }
+        eprintln!("installing {krate} {version} into {}...", tools.display());
+        // A debug build of only the needed feature takes about half the time
+        // of the default release build, and the tools only handle small
+        // files; the tools share one target directory, so their common
+        // dependencies build once.
+        run_step(
+            cargo()
+                .args(["install", "--locked", "--debug", "--quiet", "--root"])
+                .arg(&tools)
+                .args([krate, "--version", version, "--no-default-features"])
+                .args(["--features", feature])
+                .env("CARGO_TARGET_DIR", &build)
+                .current_dir(root),
+        )
+        .with_context(|| format!("cannot install {krate} {version} (cargo needs crates.io)"))?;
+    }
+    // Only the binaries are kept: the build directory is over a gigabyte.
+    if build.exists() {
+        fs::remove_dir_all(&build).with_context(|| format!("cannot remove {}", build.display()))?;
+    }
+    Ok(bin)
 }

@@ -17,8 +17,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::test::{Env, Venv, prepare_venv, run_step, target_dir};
-use crate::{build_plugins, cargo, root};
+use crate::build_plugins;
+use crate::support::{cargo, root, run_step, scratch, target_dir};
+use crate::test::{Env, Venv, prepare_venv};
 
 /// The pyproject.toml maturin builds, next to the CLI's Cargo.toml.
 const MANIFEST: &str = "cli/Cargo.toml";
@@ -35,10 +36,10 @@ pub(crate) fn check(env: &Env) -> Result<()> {
     let version = cli_version(&env.root)?;
     let wheel = build(env, &version)?;
     let plugins = build_plugins()?;
-    let fresh = TempDir::new()?;
-    let installed = install(&env.venv, &fresh, &wheel)?;
+    let fresh = scratch("toolhost-wheel-")?;
+    let installed = install(&env.venv, fresh.path(), &wheel)?;
     check_version(&installed, &version)?;
-    check_call(&installed, &plugins.join("text_tools.wasm"), &fresh.0)?;
+    check_call(&installed, &plugins.join("text_tools.wasm"), fresh.path())?;
     eprintln!(
         "{} ({:.1} MiB) installs and runs",
         wheel.display(),
@@ -126,9 +127,9 @@ fn remove_wheels(dir: &Path) -> Result<()> {
 
 /// Makes a fresh venv in `fresh` and pip-installs the wheel there, offline;
 /// returns the installed `toolhost`.
-fn install(base: &Venv, fresh: &TempDir, wheel: &Path) -> Result<PathBuf> {
+fn install(base: &Venv, fresh: &Path, wheel: &Path) -> Result<PathBuf> {
     let venv = Venv {
-        dir: fresh.0.join("venv"),
+        dir: fresh.join("venv"),
     };
     eprintln!("$ python -m venv {}", venv.dir.display());
     run_step(
@@ -209,24 +210,4 @@ fn capture(cmd: &mut Command) -> Result<String> {
         );
     }
     String::from_utf8(out.stdout).with_context(|| format!("{cmd:?} printed non-UTF-8"))
-}
-
-/// A directory under the system temp dir, removed when dropped, so every
-/// run installs into a venv nothing else has touched.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!("toolhost-wheel-{}", std::process::id()));
-        // A leftover from a killed run with the same pid is not fresh.
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        Ok(Self(dir))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }

@@ -1,63 +1,45 @@
 //! Example Toolhost plugin with three small text tools: `echo`, `word_count`
-//! and `regex_search`. It shows typed input and output, content next to
-//! output, and turning bad input into a model-visible [`ToolError`].
+//! and `regex_search`, written with `#[tool]`. It shows typed input and
+//! output, content next to output, and turning bad input into a
+//! model-visible [`ToolError`].
 
 use regex::Regex;
 use toolhost_sdk::prelude::*;
 
-/// Repeat a message back.
-pub struct Echo;
-
 /// The arguments of `echo`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(crate = "toolhost_sdk::serde")]
-#[schemars(crate = "toolhost_sdk::schemars")]
+#[input]
 pub struct EchoInput {
     /// The message to repeat.
     pub message: String,
 }
 
 /// The result of `echo`.
-#[derive(Serialize, JsonSchema)]
-#[serde(crate = "toolhost_sdk::serde")]
-#[schemars(crate = "toolhost_sdk::schemars")]
+#[output]
 pub struct EchoOutput {
     /// The message, unchanged.
     pub message: String,
 }
 
-impl Tool for Echo {
-    const NAME: &'static str = "echo";
-    const DESCRIPTION: &'static str = "Repeat a message back unchanged.";
-    type Input = EchoInput;
-    type Output = EchoOutput;
-
-    fn execute(input: EchoInput, _cx: &Context) -> ToolResult<EchoOutput> {
-        // The model sees the plain message rather than the output's JSON.
-        let text = input.message.clone();
-        Ok(Response::new(EchoOutput {
-            message: input.message,
-        })
-        .with_text(text))
-    }
+/// Repeat a message back unchanged.
+#[tool]
+pub fn echo(input: EchoInput) -> ToolResult<EchoOutput> {
+    // The model sees the plain message rather than the output's JSON.
+    let text = input.message.clone();
+    Ok(Response::new(EchoOutput {
+        message: input.message,
+    })
+    .with_text(text))
 }
 
-/// Count the words, lines and bytes of a text, like `wc`.
-pub struct WordCount;
-
 /// The arguments of `word_count`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(crate = "toolhost_sdk::serde")]
-#[schemars(crate = "toolhost_sdk::schemars")]
+#[input]
 pub struct WordCountInput {
     /// The text to count.
     pub text: String,
 }
 
 /// The counts of `word_count`.
-#[derive(Serialize, JsonSchema)]
-#[serde(crate = "toolhost_sdk::serde")]
-#[schemars(crate = "toolhost_sdk::schemars")]
+#[output]
 pub struct WordCountOutput {
     /// Runs of non-whitespace characters.
     pub words: u64,
@@ -67,31 +49,21 @@ pub struct WordCountOutput {
     pub bytes: u64,
 }
 
-impl Tool for WordCount {
-    const NAME: &'static str = "word_count";
-    const DESCRIPTION: &'static str = "Count the words, lines and bytes of a text.";
-    type Input = WordCountInput;
-    type Output = WordCountOutput;
-
-    fn execute(input: WordCountInput, _cx: &Context) -> ToolResult<WordCountOutput> {
-        let text = input.text;
-        // No content: the host shows the output JSON to the model.
-        Ok(WordCountOutput {
-            words: text.split_whitespace().count() as u64,
-            lines: text.lines().count() as u64,
-            bytes: text.len() as u64,
-        }
-        .into())
+/// Count the words, lines and bytes of a text.
+#[tool]
+pub fn word_count(input: WordCountInput) -> ToolResult<WordCountOutput> {
+    let text = input.text;
+    // No content: the host shows the output JSON to the model.
+    Ok(WordCountOutput {
+        words: text.split_whitespace().count() as u64,
+        lines: text.lines().count() as u64,
+        bytes: text.len() as u64,
     }
+    .into())
 }
 
-/// Find every match of a regular expression in a text.
-pub struct RegexSearch;
-
 /// The arguments of `regex_search`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(crate = "toolhost_sdk::serde")]
-#[schemars(crate = "toolhost_sdk::schemars")]
+#[input]
 pub struct RegexSearchInput {
     /// The text to search.
     pub text: String,
@@ -101,18 +73,14 @@ pub struct RegexSearchInput {
 }
 
 /// The matches of `regex_search`, in order.
-#[derive(Serialize, JsonSchema)]
-#[serde(crate = "toolhost_sdk::serde")]
-#[schemars(crate = "toolhost_sdk::schemars")]
+#[output]
 pub struct RegexSearchOutput {
     /// Every non-overlapping match, in order.
     pub matches: Vec<Match>,
 }
 
 /// One match.
-#[derive(Serialize, JsonSchema)]
-#[serde(crate = "toolhost_sdk::serde")]
-#[schemars(crate = "toolhost_sdk::schemars")]
+#[output]
 pub struct Match {
     /// The 1-based line on which the match starts.
     pub line: u64,
@@ -120,36 +88,30 @@ pub struct Match {
     pub text: String,
 }
 
-impl Tool for RegexSearch {
-    const NAME: &'static str = "regex_search";
-    const DESCRIPTION: &'static str =
-        "Find every match of a regular expression in a text, with 1-based line numbers.";
-    type Input = RegexSearchInput;
-    type Output = RegexSearchOutput;
-
-    fn execute(input: RegexSearchInput, _cx: &Context) -> ToolResult<RegexSearchOutput> {
-        let regex = Regex::new(&input.pattern).map_err(|error| {
-            format!(
-                "invalid regular expression {:?}: {error}\n\
-                 Fix the pattern (Rust regex syntax: no look-around or backreferences) and try again.",
-                input.pattern
-            )
-        })?;
-        // Count newlines incrementally: matches come in order.
-        let (mut line, mut scanned) = (1, 0);
-        let matches = regex
-            .find_iter(&input.text)
-            .map(|found| {
-                line += input.text[scanned..found.start()].matches('\n').count() as u64;
-                scanned = found.start();
-                Match {
-                    line,
-                    text: found.as_str().to_owned(),
-                }
-            })
-            .collect();
-        Ok(RegexSearchOutput { matches }.into())
-    }
+/// Find every match of a regular expression in a text, with 1-based line numbers.
+#[tool]
+pub fn regex_search(input: RegexSearchInput) -> ToolResult<RegexSearchOutput> {
+    let regex = Regex::new(&input.pattern).map_err(|error| {
+        format!(
+            "invalid regular expression {:?}: {error}\n\
+             Fix the pattern (Rust regex syntax: no look-around or backreferences) and try again.",
+            input.pattern
+        )
+    })?;
+    // Count newlines incrementally: matches come in order.
+    let (mut line, mut scanned) = (1, 0);
+    let matches = regex
+        .find_iter(&input.text)
+        .map(|found| {
+            line += input.text[scanned..found.start()].matches('\n').count() as u64;
+            scanned = found.start();
+            Match {
+                line,
+                text: found.as_str().to_owned(),
+            }
+        })
+        .collect();
+    Ok(RegexSearchOutput { matches }.into())
 }
 
-toolhost_sdk::plugin!([Echo, WordCount, RegexSearch]);
+toolhost_sdk::plugin!([echo, word_count, regex_search]);
