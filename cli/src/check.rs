@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::Value;
-use toolhost::{Call, CallContext, Host, Outcome, Snapshot};
+use toolhost::{Call, CallContext, Host, McpServerConfig, Outcome, Snapshot};
 
 use crate::common::{Common, Spec, read_bounded, specs};
 use crate::junit::{self, Case, Suite};
@@ -59,8 +59,12 @@ pub(crate) async fn run(
 ) -> Result<u8, Failure> {
     let host = common.host(None, true)?;
     let mut suites = Vec::new();
-    for spec in specs(plugins, common)? {
-        suites.push(check_one(&host, &spec, common).await?);
+    let specs = specs(plugins, common)?;
+    for spec in &specs.plugins {
+        suites.push(check_one(&host, spec, common).await?);
+    }
+    for server in &specs.servers {
+        suites.push(check_server(&host, server).await?);
     }
     let cases: usize = suites.iter().map(|s| s.cases.len()).sum();
     let failed: usize = suites.iter().map(Suite::failures).sum();
@@ -124,6 +128,42 @@ async fn check_one(host: &Host, spec: &Spec, common: &Common) -> anyhow::Result<
         }
     }
     Ok(suite)
+}
+
+/// Checks one MCP server: it connects, and every tool it lists registers
+/// (a schema that does not compile fails the check).
+async fn check_server(host: &Host, server: &McpServerConfig) -> anyhow::Result<Suite> {
+    let location = host.location(format!("mcp:{}", server.name));
+    let started = Instant::now();
+    let name = server.name.clone();
+    let connection = match location.connect_mcp(server.clone()).await {
+        Ok(connection) => connection,
+        Err(e) => {
+            report(&format!("FAIL {name}: {e}"))?;
+            let case = case("connect", started, Some(e.to_string()));
+            return Ok(Suite {
+                name,
+                cases: vec![case],
+            });
+        }
+    };
+    let snapshot = location.snapshot();
+    let tools: Vec<&str> = snapshot
+        .definitions()
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    report(&format!(
+        "ok   {name}: connected; tools with valid schemas: {}",
+        tools.join(", ")
+    ))?;
+    let mut cases = vec![case("connect", started, None)];
+    if !connection.warnings().is_empty() {
+        let skipped = connection.warnings().join("\n");
+        report(&format!("FAIL {name}: {}", terminal::text(&skipped)))?;
+        cases.push(case("tools", Instant::now(), Some(skipped)));
+    }
+    Ok(Suite { name, cases })
 }
 
 async fn run_samples(

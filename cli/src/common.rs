@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::Args;
 use toolhost::{
     Activation, BudgetOverrides, DirGrant, Effect, EnvGrant, EventSink, Host, HttpGrant, Location,
-    Manifest, PluginOptions, Rule, Rules, parse_duration, parse_size,
+    McpConnection, McpServerConfig, PluginOptions, Rule, Rules, Source, parse_duration, parse_size,
 };
 
 use crate::{Failure, grants, prompt};
@@ -137,30 +137,49 @@ pub(crate) struct Spec {
     pub(crate) options: PluginOptions,
 }
 
-/// Expands `.wasm` paths and manifests into plugin specs.
-pub(crate) fn specs(paths: &[PathBuf], common: &Common) -> Result<Vec<Spec>, Failure> {
-    let mut out = Vec::new();
+/// What the command line names: plugins, and MCP servers to bridge in.
+pub(crate) struct Specs {
+    pub(crate) plugins: Vec<Spec>,
+    pub(crate) servers: Vec<McpServerConfig>,
+}
+
+/// Expands `.wasm` paths and manifests into plugin specs and MCP servers.
+pub(crate) fn specs(paths: &[PathBuf], common: &Common) -> Result<Specs, Failure> {
+    let mut out = Specs {
+        plugins: Vec::new(),
+        servers: Vec::new(),
+    };
     for path in paths {
-        if path.extension().is_some_and(|e| e == "toml") {
-            for m in Manifest::load(path).map_err(toolhost::Error::from)? {
-                // Before the flags' grants join them: those are the user's own.
-                grants::review(path, &m, common.yes)?;
-                let mut options = m.options;
-                common.apply(&mut options);
-                out.push(Spec {
-                    path: m.path,
-                    samples: m.samples,
-                    options,
-                });
-            }
-        } else {
+        if path.extension().is_none_or(|e| e != "toml") {
             let mut options = PluginOptions::default();
             common.apply(&mut options);
-            out.push(Spec {
+            out.plugins.push(Spec {
                 samples: samples_beside(path),
                 path: path.clone(),
                 options,
             });
+            continue;
+        }
+        for source in Source::load(path).map_err(toolhost::Error::from)? {
+            match source {
+                Source::Plugin(m) => {
+                    // Before the flags' grants join them: those are the user's own.
+                    grants::review(path, &m, common.yes)?;
+                    let mut options = m.options;
+                    common.apply(&mut options);
+                    out.plugins.push(Spec {
+                        path: m.path,
+                        samples: m.samples,
+                        options,
+                    });
+                }
+                Source::Mcp(mut server) => {
+                    grants::review_mcp(path, &server, common.yes)?;
+                    server.timeout = common.timeout.or(server.timeout);
+                    out.servers.push(server);
+                }
+                _ => {}
+            }
         }
     }
     Ok(out)
@@ -172,18 +191,36 @@ fn samples_beside(wasm: &Path) -> Option<PathBuf> {
     candidate.exists().then_some(candidate)
 }
 
-/// Loads and activates every spec into one location, in order.
-pub(crate) async fn activate_all(
-    host: &Host,
-    specs: &[Spec],
-) -> Result<(Location, Vec<Activation>), Failure> {
+/// What keeps a command's tools registered: activations and bridges.
+pub(crate) struct Held {
+    pub(crate) _activations: Vec<Activation>,
+    pub(crate) _connections: Vec<McpConnection>,
+}
+
+/// Loads and activates every plugin into one location, in order, then
+/// connects every MCP server; a server's skipped tools are noted on stderr.
+pub(crate) async fn activate_all(host: &Host, specs: &Specs) -> Result<(Location, Held), Failure> {
     let location =
         host.location(std::env::current_dir().context("cannot read the current directory")?);
     let mut activations = Vec::new();
-    for spec in specs {
+    for spec in &specs.plugins {
         activations.push(location.load(&spec.path, &spec.options).await?);
     }
-    Ok((location, activations))
+    let mut connections = Vec::new();
+    for server in &specs.servers {
+        let connection = location.connect_mcp(server.clone()).await?;
+        for warning in connection.warnings() {
+            crate::stdio::note(&crate::terminal::line(warning));
+        }
+        connections.push(connection);
+    }
+    Ok((
+        location,
+        Held {
+            _activations: activations,
+            _connections: connections,
+        },
+    ))
 }
 
 /// `--allow ACTION:PATTERN` is an allow rule.

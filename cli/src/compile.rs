@@ -16,7 +16,8 @@ pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Fail
         )));
     }
     let host = common.host(None, true)?;
-    let specs = specs(plugins, common)?;
+    // MCP servers have nothing to compile.
+    let specs = specs(plugins, common)?.plugins;
     let bar = if std::io::stderr().is_terminal() && !common.json {
         let bar = ProgressBar::new(specs.len() as u64);
         bar.set_style(

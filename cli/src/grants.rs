@@ -3,12 +3,14 @@
 //! the risky ones (outside the manifest's directory, read-write, the host's
 //! own environment values, or any HTTP origin) need `--yes` or a "y" on a
 //! terminal.
-//! Grants from the user's own flags need nothing.
+//! Grants from the user's own flags need nothing. An MCP server a manifest
+//! bridges in is shown too; one it starts as a command runs outside the
+//! sandbox, so it needs the same confirmation.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use toolhost::{DirGrant, EnvGrant, HttpGrant, Manifest};
+use toolhost::{DirGrant, EnvGrant, HttpGrant, Manifest, McpServerConfig, McpTransport};
 
 use crate::{Failure, stdio, terminal, usage};
 
@@ -39,6 +41,50 @@ pub(crate) fn review(manifest: &Path, entry: &Manifest, yes: bool) -> Result<(),
     for s in &shown {
         stdio::note(&format!("{who}: {}", s.text));
     }
+    confirm(&who, &shown, yes)
+}
+
+/// Shows the MCP server a manifest bridges in; one it starts as a command
+/// needs the user's confirmation unless `yes`.
+pub(crate) fn review_mcp(
+    manifest: &Path,
+    server: &McpServerConfig,
+    yes: bool,
+) -> Result<(), Failure> {
+    let who = format!(
+        "manifest {} bridges MCP server {}",
+        terminal::line(&manifest.display().to_string()),
+        terminal::line(&server.name)
+    );
+    let shown = match &server.transport {
+        McpTransport::Stdio { command, args, .. } => Shown {
+            text: format!(
+                "it runs `{}` outside the sandbox",
+                terminal::line(
+                    &std::iter::once(command)
+                        .chain(args)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            ),
+            risky: true,
+        },
+        McpTransport::Http { url, .. } => Shown {
+            text: format!("it connects to {}", terminal::line(url)),
+            risky: false,
+        },
+        _ => Shown {
+            text: "it uses a transport this CLI does not know".into(),
+            risky: true,
+        },
+    };
+    stdio::note(&format!("{who}: {}", shown.text));
+    confirm(&who, &[shown], yes)
+}
+
+/// Has the user confirm the risky items of `shown` unless `yes`.
+fn confirm(who: &str, shown: &[Shown], yes: bool) -> Result<(), Failure> {
     let risky: Vec<&str> = shown
         .iter()
         .filter(|s| s.risky)
@@ -50,13 +96,13 @@ pub(crate) fn review(manifest: &Path, entry: &Manifest, yes: bool) -> Result<(),
     let refuse = |why: &str| usage(anyhow::anyhow!("{who}: {}; {why}", risky.join("; ")));
     if !interactive() {
         return Err(refuse(
-            "these grants need your confirmation: rerun with --yes to allow them, or on a terminal to be asked",
+            "these need your confirmation: rerun with --yes to allow them, or on a terminal to be asked",
         ));
     }
     if confirmed() {
         Ok(())
     } else {
-        Err(refuse("you did not allow these grants"))
+        Err(refuse("you did not allow these"))
     }
 }
 
@@ -135,7 +181,7 @@ fn interactive() -> bool {
 /// Asks "Allow these grants? [y/N]"; only "y" or "yes" allows.
 fn confirmed() -> bool {
     let mut stderr = std::io::stderr();
-    let _ = write!(stderr, "Allow these grants? [y/N] ");
+    let _ = write!(stderr, "Allow these? [y/N] ");
     let _ = stderr.flush();
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).is_ok()

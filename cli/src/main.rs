@@ -142,9 +142,12 @@ pub(crate) struct Failure {
 impl<E: Into<anyhow::Error>> From<E> for Failure {
     fn from(e: E) -> Self {
         let error = e.into();
-        // Plugin files, manifests and arguments are the user's input.
+        // Plugin files, manifests, MCP servers and arguments are the user's
+        // input.
         let code = match error.downcast_ref::<toolhost::Error>() {
-            Some(toolhost::Error::Load(_) | toolhost::Error::Grant(_)) => exit::USAGE,
+            Some(
+                toolhost::Error::Load(_) | toolhost::Error::Grant(_) | toolhost::Error::Mcp { .. },
+            ) => exit::USAGE,
             _ => exit::DEFECT,
         };
         Failure { code, error }

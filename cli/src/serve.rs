@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost::{EventSink, HttpOptions, JsonLinesSink, McpServer, ServeError};
 
 use crate::common::{Common, specs};
-use crate::{Failure, exit, stdio, usage};
+use crate::{Failure, exit, stdio, terminal, usage};
 
 /// What `serve` takes besides the common flags.
 pub(crate) struct Serve {
@@ -37,8 +37,14 @@ pub(crate) async fn run(serve: Serve, common: &Common) -> Result<u8, Failure> {
     let location =
         host.location(std::env::current_dir().context("cannot read the current directory")?);
     let server = McpServer::new(location).ask_clients(!common.yes);
-    for spec in specs(&paths, common)? {
+    let specs = specs(&paths, common)?;
+    for spec in specs.plugins {
         server.load(&spec.path, spec.options).await?;
+    }
+    for config in specs.servers {
+        for warning in server.connect_mcp(config).await? {
+            stdio::note(&terminal::line(&warning));
+        }
     }
     let _watcher = if serve.watch {
         Some(server.watch().map_err(serve_failure)?)

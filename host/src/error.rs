@@ -212,6 +212,16 @@ pub enum Error {
     /// The engine failed in a way no plugin caused.
     #[error("engine error: {0}")]
     Engine(String),
+    /// An MCP server could not be connected to or its tools listed.
+    #[error(
+        "cannot bridge MCP server `{server}`: {reason}; check its command or url in the manifest"
+    )]
+    Mcp {
+        /// The server's name.
+        server: String,
+        /// What failed.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -75,6 +75,8 @@
 // Layers, bottom to top; a module never imports from a layer above it:
 // model → permission, output, registry, sink → runtime → settle → facade
 // (and manifest, which describes how the facade loads plugins).
+#[cfg(feature = "mcp")]
+mod bridge;
 mod error;
 mod facade;
 mod manifest;
@@ -92,11 +94,14 @@ mod sink;
 #[doc(hidden)]
 pub mod bench_support;
 
+#[cfg(feature = "mcp")]
+pub use bridge::{MCP_CONNECT_TIMEOUT, MCP_RECONNECT_MAX, MCP_RECONNECT_MIN, McpConnection};
 pub use error::{Error, GrantError, LoadError, Unsupported};
 pub use facade::host::{Host, HostBuilder};
 pub use facade::location::Location;
 pub use facade::snapshot::Snapshot;
-pub use manifest::{MAX_MANIFEST_BYTES, Manifest, parse_duration, parse_size};
+pub use manifest::mcp::{McpServerConfig, McpTransport};
+pub use manifest::{MAX_MANIFEST_BYTES, Manifest, Source, parse_duration, parse_size};
 #[cfg(feature = "mcp")]
 pub use mcp::handler::{MESSAGE_ID_KEY, SESSION_ID_KEY};
 #[cfg(feature = "mcp")]

@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("facade", 4),
     ("manifest", 4),
     ("mcp", 5),
+    ("bridge", 5),
     ("bench_support", 5),
 ];
 

@@ -13,8 +13,10 @@ use rmcp::service::Peer;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
+use crate::bridge::McpConnection;
 use crate::error::Error;
 use crate::facade::location::Location;
+use crate::manifest::mcp::McpServerConfig;
 use crate::mcp::call::Pending;
 use crate::runtime::activation::Activation;
 use crate::runtime::load::PluginOptions;
@@ -76,6 +78,8 @@ impl std::fmt::Debug for McpServer {
 pub(crate) struct Shared {
     pub(crate) location: Location,
     plugins: Mutex<Vec<Loaded>>,
+    /// The MCP servers bridged in: their tools are served with the rest.
+    bridges: Mutex<Vec<McpConnection>>,
     /// Retained-output ids each session produced: only it may read them.
     outputs: Mutex<SessionOutputs>,
     /// Calls suspended in a permission question, by their handle.
@@ -115,6 +119,7 @@ impl McpServer {
             shared: Arc::new(Shared {
                 location,
                 plugins: Mutex::default(),
+                bridges: Mutex::default(),
                 outputs: Mutex::default(),
                 pending: Mutex::default(),
                 peers: Mutex::default(),
@@ -148,6 +153,16 @@ impl McpServer {
             activation,
         });
         Ok(())
+    }
+
+    /// Bridges in the MCP server `config` describes: its tools are served
+    /// under the same policy and event log as the plugins' (a gateway).
+    /// Gives the warnings for the tools it skipped.
+    pub async fn connect_mcp(&self, config: McpServerConfig) -> Result<Vec<String>, Error> {
+        let connection = self.shared.location.connect_mcp(config).await?;
+        let warnings = connection.warnings().to_vec();
+        lock(&self.shared.bridges).push(connection);
+        Ok(warnings)
     }
 
     /// Stops the server: no new calls; calls in flight may finish within

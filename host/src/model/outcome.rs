@@ -61,6 +61,9 @@ pub enum DefectKind {
     MemoryLimit(u64),
     /// The guest broke the plugin contract (bad JSON, empty content, ...).
     Contract(String),
+    /// A bridged MCP server failed the call: it exited, disconnected or
+    /// answered with a protocol error. Names the server.
+    McpServer(String),
 }
 
 impl fmt::Display for DefectKind {
@@ -75,6 +78,7 @@ impl fmt::Display for DefectKind {
                 limit >> 20
             ),
             DefectKind::Contract(m) => write!(f, "broke the plugin contract: {m}"),
+            DefectKind::McpServer(m) => f.write_str(m),
         }
     }
 }

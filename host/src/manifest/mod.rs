@@ -1,9 +1,11 @@
-//! Plugin manifests (TOML): where the component is and how to run it.
+//! Manifests (TOML): where a plugin's component is and how to run it, and
+//! which MCP servers to bridge in (`[[mcp]]`, see [`crate::McpServerConfig`]).
 //!
 //! The manifest format lives in the library, parsing included, so every
 //! front end (the CLI's `list`/`call`/`check`, `toolhost serve`, an
 //! embedder) reads `toolhost.toml` the same way. A manifest describes one
-//! plugin; a host config lists several under `[[plugin]]`. Paths are
+//! plugin; a host config lists several under `[[plugin]]`, and MCP servers
+//! under `[[mcp]]`. Paths are
 //! relative to the manifest's directory. Unknown keys are errors, reported
 //! with their line.
 //!
@@ -32,6 +34,8 @@
 //! effect = "allow"              # allow | deny | ask
 //! ```
 
+pub(crate) mod mcp;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -44,6 +48,8 @@ use crate::permission::{Rule, Rules};
 use crate::runtime::grants::{DirGrant, EnvGrant, Grants};
 use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::load::{PluginOptions, read_regular_file};
+
+use mcp::{McpEntry, McpServerConfig};
 
 /// The largest manifest read: manifests are a few lines of TOML.
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
@@ -59,11 +65,24 @@ pub struct Manifest {
     pub options: PluginOptions,
 }
 
-/// A host config: several plugins.
+/// One tool source a manifest names.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Source {
+    /// A wasm plugin.
+    Plugin(Manifest),
+    /// An MCP server to bridge in.
+    Mcp(McpServerConfig),
+}
+
+/// A host config: several plugins and MCP servers.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Config {
+    #[serde(default)]
     plugin: Vec<Entry>,
+    #[serde(default)]
+    mcp: Vec<McpEntry>,
 }
 
 #[derive(Deserialize)]
@@ -124,10 +143,10 @@ enum EnvEntry {
     Value { name: String, value: Option<String> },
 }
 
-impl Manifest {
-    /// Reads a manifest or host config: one plugin, or several under
-    /// `[[plugin]]`.
-    pub fn load(path: &Path) -> Result<Vec<Manifest>, LoadError> {
+impl Source {
+    /// Reads a manifest or host config: one plugin, or several plugins
+    /// under `[[plugin]]` and MCP servers under `[[mcp]]`, in that order.
+    pub fn load(path: &Path) -> Result<Vec<Source>, LoadError> {
         let bytes = read_regular_file(path, MAX_MANIFEST_BYTES)?;
         let text = String::from_utf8(bytes).map_err(|_| LoadError::Manifest {
             path: path.to_owned(),
@@ -140,21 +159,29 @@ impl Manifest {
         let parse_err = |e: toml::de::Error| err(e.to_string().trim_end().to_owned());
         let table: toml::Table = toml::from_str(&text).map_err(parse_err)?;
         // Parse the text again (not the table) so errors keep their lines.
-        let entries = if table.contains_key("plugin") {
-            toml::from_str::<Config>(&text).map_err(parse_err)?.plugin
+        let config = if table.contains_key("plugin") || table.contains_key("mcp") {
+            toml::from_str::<Config>(&text).map_err(parse_err)?
         } else {
-            vec![toml::from_str::<Entry>(&text).map_err(parse_err)?]
+            Config {
+                plugin: vec![toml::from_str::<Entry>(&text).map_err(parse_err)?],
+                mcp: Vec::new(),
+            }
         };
         let base = path.parent().unwrap_or(Path::new("."));
-        if entries.is_empty() {
+        if config.plugin.is_empty() && config.mcp.is_empty() {
             return Err(err(
-                "it names no plugin; add `path = \"plugin.wasm\"` or a [[plugin]] table".into(),
+                "it names no tool source; add `path = \"plugin.wasm\"`, a [[plugin]] table or an [[mcp]] table".into(),
             ));
         }
-        entries
+        let plugins = config
+            .plugin
             .into_iter()
-            .map(|e| e.resolve(base).map_err(err))
-            .collect()
+            .map(|e| e.resolve(base).map(Source::Plugin));
+        let servers = config
+            .mcp
+            .into_iter()
+            .map(|e| e.resolve(base).map(Source::Mcp));
+        plugins.chain(servers).map(|s| s.map_err(err)).collect()
     }
 }
 
@@ -308,6 +335,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 mod tests {
     use super::*;
 
+    /// The plugins of a manifest that names only plugins.
+    fn plugins(path: &Path) -> Result<Vec<Manifest>, LoadError> {
+        Ok(Source::load(path)?
+            .into_iter()
+            .map(|s| match s {
+                Source::Plugin(m) => m,
+                Source::Mcp(c) => panic!("an MCP server: {c:?}"),
+            })
+            .collect())
+    }
+
     #[test]
     fn sizes_and_durations_parse() {
         assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
@@ -323,7 +361,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.toml");
         std::fs::write(&path, "path = \"a.wasm\"\n\n[limits]\nfule = 3\n").unwrap();
-        let err = Manifest::load(&path).unwrap_err().to_string();
+        let err = plugins(&path).unwrap_err().to_string();
         assert!(err.contains("fule"), "{err}");
         assert!(err.contains("line 4"), "{err}");
     }
@@ -337,7 +375,7 @@ mod tests {
             "path = \"a.wasm\"\nsamples = \"s.toml\"\n[limits]\nmemory = \"16MiB\"\ntimeout = \"200ms\"\nmax_output_lines = 10\n[grants]\ndirs = [{ host = \"data\", guest = \"/data\" }]\nenv = [\"LANG\"]\n[[rules]]\naction = \"edit\"\nresource = \"*\"\neffect = \"deny\"\n",
         )
         .unwrap();
-        let m = Manifest::load(&path).unwrap().remove(0);
+        let m = plugins(&path).unwrap().remove(0);
         assert_eq!(m.path, dir.path().join("a.wasm"));
         assert_eq!(m.samples, Some(dir.path().join("s.toml")));
         assert_eq!(m.options.overrides.memory, Some(16 << 20));
@@ -361,7 +399,7 @@ mod tests {
             "path = \"a.wasm\"\n[limits]\nhttp_requests = 3\nhttp_response_bytes = \"1MiB\"\n[grants]\nhttp = [\"https://api.example.com/*\", \"GET http://127.0.0.1:8080/*\"]\n",
         )
         .unwrap();
-        let m = Manifest::load(&path).unwrap().remove(0);
+        let m = plugins(&path).unwrap().remove(0);
         assert_eq!(m.options.grants.http.len(), 2);
         assert_eq!(
             m.options.grants.http[1].pattern(),
@@ -377,7 +415,7 @@ mod tests {
             "path = \"a.wasm\"\n[grants]\nhttp = [\"api.example.com\"]\n",
         )
         .unwrap();
-        let err = Manifest::load(&path).unwrap_err().to_string();
+        let err = plugins(&path).unwrap_err().to_string();
         assert!(
             err.contains("not an HTTP grant") && err.contains("line 3"),
             "{err}"
@@ -393,13 +431,13 @@ mod tests {
             "[[plugin]]\npath = \"a.wasm\"\n[plugin.config]\nmode = \"fast\"\n\n[[plugin]]\npath = \"b.wasm\"\nname = \"bee\"\n[plugin.grants]\nenv = [{ name = \"MODE\", value = \"x\" }]\n",
         )
         .unwrap();
-        let all = Manifest::load(&path).unwrap();
+        let all = plugins(&path).unwrap();
         assert_eq!(all.len(), 2);
         assert_eq!(all[0].options.config, serde_json::json!({"mode": "fast"}));
         assert_eq!(all[1].options.name.as_deref(), Some("bee"));
         assert_eq!(all[1].options.grants.env[0].value.as_deref(), Some("x"));
         std::fs::write(&path, "[[plugin]]\npath = \"a.wasm\"\nbogus = 1\n").unwrap();
-        let err = Manifest::load(&path).unwrap_err().to_string();
+        let err = plugins(&path).unwrap_err().to_string();
         assert!(err.contains("bogus") && err.contains("line 3"), "{err}");
     }
 }

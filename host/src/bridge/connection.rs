@@ -1,0 +1,429 @@
+//! One bridged server: connect, list its tools and register them in a scope
+//! the connection owns; then supervise it: re-list when the server says its
+//! tools changed (the new registration lands before the old closes), close
+//! its tools when it goes away, and reconnect with backoff.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use http::{HeaderName, HeaderValue};
+use rmcp::ServiceExt as _;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::{
+    StreamableHttpClientTransport, TokioChildProcess,
+    streamable_http_client::StreamableHttpClientTransportConfig,
+};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::bridge::client::{BridgeClient, ProgressRoutes};
+use crate::bridge::shared::{Peer, Shared};
+use crate::bridge::tool::BridgedTool;
+use crate::bridge::{MCP_CONNECT_TIMEOUT, MCP_RECONNECT_MAX, MCP_RECONNECT_MIN};
+use crate::error::Error;
+use crate::facade::location::Location;
+use crate::manifest::mcp::{McpServerConfig, McpTransport};
+use crate::model::budget::Budget;
+use crate::model::plugin::PluginInfo;
+use crate::model::schema::Schema;
+use crate::model::tool::{Tool, normalize_name};
+use crate::registry::placement::Registration;
+use crate::registry::scope::Scope;
+use crate::runtime::imports::registry::{
+    MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_ACTIVATION,
+};
+
+type Running = RunningService<RoleClient, BridgeClient>;
+
+/// A live bridge to one MCP server: its tools are registered while it is
+/// connected. Dropping it (or [`McpConnection::close`]) closes its tools
+/// and stops the server.
+pub struct McpConnection {
+    shared: Arc<Shared>,
+    scope: Arc<Scope>,
+    shutdown: CancellationToken,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for McpConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpConnection")
+            .field("server", &self.shared.config.name)
+            .field("connected", &self.is_connected())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the supervisor needs to register tools again after a change or a
+/// reconnection.
+struct Registrar {
+    shared: Arc<Shared>,
+    scope: Arc<Scope>,
+    budget: Budget,
+    tools_changed: Arc<Notify>,
+}
+
+impl McpConnection {
+    pub(super) async fn open(
+        location: &Location,
+        config: McpServerConfig,
+    ) -> Result<McpConnection, Error> {
+        let failed = |reason: String| Error::Mcp {
+            server: config.name.clone(),
+            reason,
+        };
+        let routes = Arc::new(ProgressRoutes::default());
+        let tools_changed = Arc::new(Notify::new());
+        let running = connect(&config, &routes, &tools_changed)
+            .await
+            .map_err(failed)?;
+        let policy = location
+            .loader
+            .defaults
+            .policy
+            .for_plugin(format!("mcp:{}", config.name), &config.rules);
+        let shared = Arc::new(Shared {
+            info: server_info(&config, &running),
+            config,
+            policy,
+            routes,
+            peer: Mutex::new(Some(running.peer().clone())),
+        });
+        let registrar = Registrar {
+            shared: shared.clone(),
+            scope: Arc::new(location.scope()),
+            budget: location.pipeline.budget,
+            tools_changed,
+        };
+        let (registration, warnings) =
+            registrar
+                .register(running.peer())
+                .await
+                .map_err(|e| Error::Mcp {
+                    server: shared.config.name.clone(),
+                    reason: e,
+                })?;
+        let shutdown = CancellationToken::new();
+        let connection = McpConnection {
+            shared,
+            scope: registrar.scope.clone(),
+            shutdown: shutdown.clone(),
+            warnings,
+        };
+        tokio::spawn(registrar.supervise(running, registration, shutdown));
+        Ok(connection)
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        &self.shared.config.name
+    }
+
+    /// The server's identity: its name, and the version it reported.
+    pub fn info(&self) -> &PluginInfo {
+        &self.shared.info
+    }
+
+    /// Tools skipped when connecting, and why, naming server and tool.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Whether the server is connected now (its tools are registered).
+    pub fn is_connected(&self) -> bool {
+        self.shared.peer().is_some()
+    }
+
+    /// Closes its tools now and stops the server. Idempotent.
+    pub fn close(&self) {
+        self.scope.close();
+        self.shutdown.cancel();
+    }
+}
+
+impl Drop for McpConnection {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl Registrar {
+    /// Watches the connection until shutdown: re-lists on a change, and on
+    /// a disconnection closes the tools and reconnects.
+    async fn supervise(
+        self,
+        running: Running,
+        registration: Registration,
+        shutdown: CancellationToken,
+    ) {
+        let mut current = Some((running, registration));
+        while let Some((running, registration)) = current.take() {
+            let stopped = self.watch(running, registration, &shutdown).await;
+            if stopped {
+                return;
+            }
+            tracing::warn!(server = %self.shared.config.name, "MCP server went away; its tools are closed until it reconnects");
+            current = self.reconnect(&shutdown).await;
+        }
+    }
+
+    /// Serves one connection; true when shutdown ended it.
+    async fn watch(
+        &self,
+        running: Running,
+        registration: Registration,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let peer = running.peer().clone();
+        self.shared.set_peer(Some(peer.clone()));
+        let stop = running.cancellation_token();
+        let ended = running.waiting();
+        tokio::pin!(ended);
+        let mut registration = registration;
+        let stopped = loop {
+            tokio::select! {
+                () = shutdown.cancelled() => {
+                    stop.cancel();
+                    let _ = ended.await;
+                    break true;
+                }
+                _ = &mut ended => break false,
+                () = self.tools_changed.notified() => match self.register(&peer).await {
+                    // The new registration is in before the old one closes.
+                    Ok((new, _)) => registration = new,
+                    Err(e) => tracing::warn!(server = %self.shared.config.name, "cannot re-list tools: {e}"),
+                },
+            }
+        };
+        self.shared.set_peer(None);
+        registration.close();
+        stopped
+    }
+
+    /// Connects again, waiting longer after each failure; `None` on shutdown.
+    async fn reconnect(&self, shutdown: &CancellationToken) -> Option<(Running, Registration)> {
+        let mut wait = MCP_RECONNECT_MIN;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return None,
+                () = tokio::time::sleep(wait) => {}
+            }
+            let attempt = async {
+                let running = connect(
+                    &self.shared.config,
+                    &self.shared.routes,
+                    &self.tools_changed,
+                )
+                .await?;
+                let (registration, _) = self.register(running.peer()).await?;
+                Ok::<_, String>((running, registration))
+            };
+            match attempt.await {
+                Ok(connected) => return Some(connected),
+                Err(e) => {
+                    tracing::warn!(server = %self.shared.config.name, "reconnecting failed: {e}");
+                    wait = (wait * 2).min(MCP_RECONNECT_MAX);
+                }
+            }
+        }
+    }
+
+    /// Lists the server's tools and registers them as one registration;
+    /// gives it with the warnings for the tools skipped.
+    async fn register(&self, peer: &Peer) -> Result<(Registration, Vec<String>), String> {
+        let listed = tokio::time::timeout(MCP_CONNECT_TIMEOUT, peer.list_all_tools())
+            .await
+            .map_err(|_| format!("tools/list took longer than {MCP_CONNECT_TIMEOUT:?}"))?
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        let (tools, warnings) = self.tools(listed);
+        for warning in &warnings {
+            tracing::warn!("{warning}");
+        }
+        let registration = self
+            .scope
+            .register(tools)
+            .map_err(|e| format!("cannot register its tools: {e}"))?;
+        Ok((registration, warnings))
+    }
+
+    /// The listed tools that can be registered, named with the prefix, and
+    /// a warning for each one skipped.
+    fn tools(&self, listed: Vec<rmcp::model::Tool>) -> (Vec<(String, Tool)>, Vec<String>) {
+        let server = &self.shared.config.name;
+        let mut tools: Vec<(String, Tool)> = Vec::new();
+        let mut warnings = Vec::new();
+        for remote in listed {
+            let name = remote.name.to_string();
+            let skip = |why: String| format!("MCP server `{server}`, tool `{name}` skipped: {why}");
+            if tools.len() == MAX_TOOLS_PER_ACTIVATION {
+                warnings.push(skip(format!(
+                    "a server may register at most {MAX_TOOLS_PER_ACTIVATION} tools"
+                )));
+                continue;
+            }
+            match self.tool(remote) {
+                Ok((effective, tool)) if tools.iter().all(|(n, _)| *n != effective) => {
+                    tools.push((effective, tool));
+                }
+                Ok((effective, _)) => warnings.push(skip(format!(
+                    "its name `{effective}` is taken by another of its tools"
+                ))),
+                Err(why) => warnings.push(skip(why)),
+            }
+        }
+        (tools, warnings)
+    }
+
+    /// One listed tool as a registrable tool and its effective name.
+    fn tool(&self, remote: rmcp::model::Tool) -> Result<(String, Tool), String> {
+        let effective = normalize_name(&self.shared.config.tool_name(&remote.name))
+            .map_err(|e| e.to_string())?;
+        let description = remote.description.as_deref().unwrap_or_default();
+        if description.len() > MAX_DESCRIPTION_BYTES {
+            return Err(format!(
+                "its description is {} bytes; the limit is {MAX_DESCRIPTION_BYTES}",
+                description.len()
+            ));
+        }
+        let input = schema(
+            "input",
+            serde_json::Value::Object((*remote.input_schema).clone()),
+        )?;
+        let output = remote
+            .output_schema
+            .map(|s| schema("output", serde_json::Value::Object((*s).clone())))
+            .transpose()?;
+        let budget = Budget {
+            timeout: self.shared.config.timeout.unwrap_or(self.budget.timeout),
+            ..self.budget
+        };
+        let executor = Arc::new(BridgedTool {
+            shared: self.shared.clone(),
+            remote: remote.name.to_string(),
+        });
+        let tool = Tool::from_parts(description.to_owned(), input, output, executor);
+        Ok((effective, tool.with_budget(budget)))
+    }
+}
+
+/// A schema from a server, bounded and compiled.
+fn schema(which: &str, value: serde_json::Value) -> Result<Schema, String> {
+    let bytes = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
+    if bytes > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "its {which} schema is {bytes} bytes; the limit is {MAX_SCHEMA_BYTES}"
+        ));
+    }
+    Schema::compile(value).map_err(|e| format!("its {which} schema does not compile: {e}"))
+}
+
+/// The server's identity as a plugin's: its name, the version it reported.
+fn server_info(config: &McpServerConfig, running: &Running) -> PluginInfo {
+    let version = running
+        .peer()
+        .peer_info()
+        .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone()))
+        .unwrap_or_else(|| "unknown".into());
+    let path = match &config.transport {
+        McpTransport::Stdio { command, .. } => PathBuf::from(command),
+        McpTransport::Http { url, .. } => PathBuf::from(url),
+    };
+    PluginInfo {
+        name: config.name.clone(),
+        version,
+        path,
+        digest: String::new(),
+        from_cache: false,
+    }
+}
+
+/// Starts (or reaches) the server and completes the MCP handshake.
+async fn connect(
+    config: &McpServerConfig,
+    routes: &Arc<ProgressRoutes>,
+    tools_changed: &Arc<Notify>,
+) -> Result<Running, String> {
+    let client = BridgeClient {
+        routes: routes.clone(),
+        tools_changed: tools_changed.clone(),
+    };
+    let handshake = async {
+        let served = match &config.transport {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                client
+                    .serve(child(command, args, env, cwd.as_deref())?)
+                    .await
+            }
+            McpTransport::Http {
+                url,
+                headers,
+                bearer_token_env,
+            } => {
+                let http = http_config(url, headers, bearer_token_env.as_deref())?;
+                client
+                    .serve(StreamableHttpClientTransport::from_config(http))
+                    .await
+            }
+        };
+        served.map_err(|e| format!("the MCP handshake failed: {e}"))
+    };
+    tokio::time::timeout(MCP_CONNECT_TIMEOUT, handshake)
+        .await
+        .map_err(|_| format!("no MCP handshake within {MCP_CONNECT_TIMEOUT:?}"))?
+}
+
+/// The child process of a stdio server: only `PATH`, `HOME` and its own
+/// environment; stderr discarded.
+fn child(
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: Option<&Path>,
+) -> Result<TokioChildProcess, String> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args).env_clear();
+    for inherited in ["PATH", "HOME"] {
+        if let Some(value) = std::env::var_os(inherited) {
+            cmd.env(inherited, value);
+        }
+    }
+    cmd.envs(env);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    let (process, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+    Ok(process)
+}
+
+/// The streamable HTTP transport's settings: the configured headers and
+/// bearer token.
+fn http_config(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    bearer_token_env: Option<&str>,
+) -> Result<StreamableHttpClientTransportConfig, String> {
+    let mut custom = HashMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::try_from(name.as_str())
+            .map_err(|_| format!("`{name}` is not an HTTP header name"))?;
+        let value = HeaderValue::try_from(value.as_str())
+            .map_err(|_| format!("the value of header `{name}` is not valid in HTTP"))?;
+        custom.insert(name, value);
+    }
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    if let Some(var) = bearer_token_env {
+        let token = std::env::var(var)
+            .map_err(|_| format!("the bearer token variable `{var}` is not set"))?;
+        config = config.auth_header(token);
+    }
+    Ok(config)
+}

@@ -1,0 +1,201 @@
+//! MCP servers as tool sources: how to reach one (a child process over
+//! stdio, or streamable HTTP), what to call its tools, its deadline and its
+//! permission rules. `[[mcp]]` tables of a manifest describe them.
+//!
+//! ```toml
+//! [[mcp]]
+//! name = "everything"                # names the server in errors and rules
+//! command = "npx"                    # a child process speaking MCP on stdio
+//! args = ["--no-install", "@modelcontextprotocol/server-everything"]
+//! env = { LOG_LEVEL = "warn" }       # added to PATH and HOME, the only ones passed
+//! # url = "https://mcp.example.com/mcp"   # or streamable HTTP
+//! # headers = { "X-Team" = "tools" }
+//! # bearer_token_env = "EXAMPLE_TOKEN"    # `Authorization: Bearer $EXAMPLE_TOKEN`
+//! prefix = "everything_"             # default: "<name>_"
+//!
+//! [mcp.limits]
+//! timeout = "30s"                    # each call's deadline
+//!
+//! [[mcp.rules]]                      # each call asks `mcp` on `<name>/<tool>`
+//! action = "mcp"
+//! resource = "everything/*"
+//! effect = "allow"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::manifest::parse_duration;
+use crate::model::tool::normalize_name;
+use crate::permission::{Rule, Rules};
+
+/// How to reach an MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum McpTransport {
+    /// A child process speaking MCP on its stdin and stdout. It gets only
+    /// `PATH`, `HOME` and `env` from the host's environment; its stderr is
+    /// discarded.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Environment variables set for it.
+        env: BTreeMap<String, String>,
+        /// Its working directory (default: the host process's).
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP at `url`.
+    Http {
+        /// The MCP endpoint, `http://` or `https://`.
+        url: String,
+        /// Headers sent with every request.
+        headers: BTreeMap<String, String>,
+        /// The environment variable holding a bearer token, read when
+        /// connecting.
+        bearer_token_env: Option<String>,
+    },
+}
+
+/// An MCP server bridged in as a tool source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerConfig {
+    /// The server's name: in errors, permission resources
+    /// (`<name>/<tool>`) and the default tool-name prefix.
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// Put before each of its tool names (normalized with R1); default
+    /// `<name>_`. Empty keeps the server's names.
+    pub prefix: Option<String>,
+    /// Each call's deadline; default: the host's budget timeout.
+    pub timeout: Option<Duration>,
+    /// Permission rules for its calls, over the host's (last match wins).
+    pub rules: Rules,
+}
+
+impl McpServerConfig {
+    /// A server run as a child process: `command` with `args`.
+    pub fn stdio(
+        name: impl Into<String>,
+        command: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> McpServerConfig {
+        let transport = McpTransport::Stdio {
+            command: command.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: BTreeMap::new(),
+            cwd: None,
+        };
+        McpServerConfig::new(name.into(), transport)
+    }
+
+    /// A server reached over streamable HTTP at `url`.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> McpServerConfig {
+        let transport = McpTransport::Http {
+            url: url.into(),
+            headers: BTreeMap::new(),
+            bearer_token_env: None,
+        };
+        McpServerConfig::new(name.into(), transport)
+    }
+
+    fn new(name: String, transport: McpTransport) -> McpServerConfig {
+        McpServerConfig {
+            name,
+            transport,
+            prefix: None,
+            timeout: None,
+            rules: Rules::default(),
+        }
+    }
+
+    /// The name the model sees for the server's tool `tool`: the prefix
+    /// (default `<name>_`) and the tool's name, normalized as any tool
+    /// name is (R1) when registered.
+    pub fn tool_name(&self, tool: &str) -> String {
+        match &self.prefix {
+            Some(prefix) => format!("{prefix}{tool}"),
+            None => format!("{}_{tool}", self.name),
+        }
+    }
+}
+
+/// One `[[mcp]]` table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct McpEntry {
+    name: String,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    bearer_token_env: Option<String>,
+    prefix: Option<String>,
+    #[serde(default)]
+    limits: McpLimits,
+    #[serde(default)]
+    rules: Vec<Rule>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct McpLimits {
+    timeout: Option<String>,
+}
+
+impl McpEntry {
+    /// The server this table describes; relative paths are from `base`.
+    pub(super) fn resolve(self, base: &Path) -> Result<McpServerConfig, String> {
+        let what = format!("MCP server `{}`", self.name);
+        if normalize_name(&self.name).as_deref() != Ok(self.name.as_str()) {
+            return Err(format!(
+                "{what}: a server name is 1 to 64 letters, digits, `_` or `-` (it names the server in permission rules)"
+            ));
+        }
+        let transport = match (self.command, self.url) {
+            (Some(command), None) => McpTransport::Stdio {
+                command,
+                args: self.args,
+                env: self.env,
+                cwd: self.cwd.map(|c| base.join(c)),
+            },
+            (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
+                McpTransport::Http {
+                    url,
+                    headers: self.headers,
+                    bearer_token_env: self.bearer_token_env,
+                }
+            }
+            (None, Some(url)) => {
+                return Err(format!("{what}: url `{url}` is not http:// or https://"));
+            }
+            _ => {
+                return Err(format!(
+                    "{what}: give exactly one of `command` (a child process on stdio) or `url` (streamable HTTP)"
+                ));
+            }
+        };
+        Ok(McpServerConfig {
+            name: self.name,
+            transport,
+            prefix: self.prefix,
+            timeout: self
+                .limits
+                .timeout
+                .as_deref()
+                .map(parse_duration)
+                .transpose()?,
+            rules: Rules(self.rules),
+        })
+    }
+}
