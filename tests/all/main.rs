@@ -19,4 +19,5 @@ mod packaging;
 mod polyglot;
 mod properties;
 mod registry;
+mod sessions;
 mod settlement;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::facade::location::Location;
+use crate::facade::location::{Location, LocationState};
 use crate::model::approval::Approver;
 use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, HttpLimits, OutputBounds};
 use crate::model::event::EventSink;
@@ -232,7 +232,7 @@ impl HostBuilder {
                     sink: self.sink,
                     hooks: self.hooks,
                 }),
-                application: Placement::new(Level::Application),
+                application: application_state(),
                 locations: Mutex::default(),
             }),
         })
@@ -249,8 +249,14 @@ pub struct Host {
 struct HostInner {
     loader: Arc<Loader>,
     pipeline: Arc<Pipeline>,
-    application: Arc<Placement>,
-    locations: Mutex<HashMap<PathBuf, Arc<Placement>>>,
+    application: Arc<LocationState>,
+    locations: Mutex<HashMap<PathBuf, Arc<LocationState>>>,
+}
+
+/// The application's state: its placement, seen alone.
+fn application_state() -> Arc<LocationState> {
+    let placement = Placement::new(Level::Application);
+    LocationState::new(placement.clone(), Overlay::new(vec![placement]))
 }
 
 impl fmt::Debug for Host {
@@ -279,39 +285,39 @@ impl Host {
     }
 
     /// The process-wide application placement, shared by all locations.
+    /// Its sessions ([`Location::session`]) sit above the application alone
+    /// and are shared by the whole host.
     pub fn application(&self) -> Location {
-        let overlay = Overlay {
-            application: self.inner.application.clone(),
-            location: Placement::new(Level::Location),
-        };
-        self.location_over(self.inner.application.clone(), overlay)
+        self.view(self.inner.application.clone())
     }
 
     /// The location (workspace) at `path`; the same path gives the same
-    /// location.
+    /// location, with the same sessions.
     pub fn location(&self, path: impl Into<PathBuf>) -> Location {
-        let placement = self
+        let state = self
             .inner
             .locations
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(path.into())
-            .or_insert_with(|| Placement::new(Level::Location))
+            .or_insert_with(|| self.location_state())
             .clone();
-        let overlay = Overlay {
-            application: self.inner.application.clone(),
-            location: placement.clone(),
-        };
-        self.location_over(placement, overlay)
+        self.view(state)
     }
 
-    fn location_over(&self, own: Arc<Placement>, overlay: Overlay) -> Location {
-        Location {
-            loader: self.inner.loader.clone(),
-            pipeline: self.inner.pipeline.clone(),
-            own,
-            overlay,
-        }
+    /// A new location's state: its placement over the application's (R5).
+    fn location_state(&self) -> Arc<LocationState> {
+        let placement = Placement::new(Level::Location);
+        let overlay = self.inner.application.overlay().under(placement.clone());
+        LocationState::new(placement, overlay)
+    }
+
+    fn view(&self, state: Arc<LocationState>) -> Location {
+        Location::new(
+            self.inner.loader.clone(),
+            self.inner.pipeline.clone(),
+            state,
+        )
     }
 
     /// The file behind a retained-output reference from a bounding marker.

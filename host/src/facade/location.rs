@@ -1,43 +1,160 @@
 //! A location (workspace): its placement over the application's, where
-//! plugins are activated, native tools registered and snapshots taken.
+//! plugins are activated, native tools registered and snapshots taken; and
+//! the sessions opened on it, each a placement above it (R35).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::Error;
 use crate::facade::snapshot::Snapshot;
 use crate::model::tool::Tool;
-use crate::registry::placement::{Placement, Registration, RegistrationError};
+use crate::registry::placement::{Level, Placement, Registration, RegistrationError};
 use crate::registry::scope::Scope;
 use crate::registry::snapshot::{CatalogEntry, Overlay, SnapshotOptions};
 use crate::runtime::activation::Activation;
 use crate::runtime::load::{Loader, Plugin, PluginOptions};
 use crate::settle::pipeline::Pipeline;
 
-/// One placement's registry view: a location over the application, or the
-/// application itself. Registers tools and takes snapshots.
+/// What every view of one location (or of the application) shares: its
+/// placement, what it sees, and its open sessions by id.
+pub(crate) struct LocationState {
+    placement: Arc<Placement>,
+    overlay: Overlay,
+    sessions: Mutex<HashMap<String, Arc<Scope>>>,
+}
+
+impl LocationState {
+    /// The state of a location whose own placement is the first of `overlay`.
+    pub(crate) fn new(placement: Arc<Placement>, overlay: Overlay) -> Arc<LocationState> {
+        Arc::new(LocationState {
+            placement,
+            overlay,
+            sessions: Mutex::default(),
+        })
+    }
+
+    /// What this location sees, without any session.
+    pub(crate) fn overlay(&self) -> &Overlay {
+        &self.overlay
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Scope>>> {
+        // The map is only inserted into or removed from under the lock.
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The scope of session `id`, opened on first use. Everything registered
+    /// in the session goes through it, so closing it ends the session.
+    fn session(&self, id: &str) -> Arc<Scope> {
+        self.sessions()
+            .entry(id.to_owned())
+            .or_insert_with(|| Arc::new(Scope::new(Placement::new(Level::Session))))
+            .clone()
+    }
+
+    /// Forgets session `id` if it is still `scope` (not a later session
+    /// opened under the same id).
+    fn forget(&self, id: &str, scope: &Arc<Scope>) {
+        let mut sessions = self.sessions();
+        if sessions.get(id).is_some_and(|s| Arc::ptr_eq(s, scope)) {
+            sessions.remove(id);
+        }
+    }
+}
+
+/// One session of a location, as a view holds it.
+#[derive(Clone)]
+struct SessionView {
+    id: String,
+    scope: Arc<Scope>,
+}
+
+/// One placement's registry view: a location over the application, the
+/// application itself, or one session of either (see
+/// [`Location::session`]). Registers tools and takes snapshots.
 #[derive(Clone)]
 pub struct Location {
     pub(crate) loader: Arc<Loader>,
     pub(crate) pipeline: Arc<Pipeline>,
-    pub(crate) own: Arc<Placement>,
-    pub(crate) overlay: Overlay,
+    home: Arc<LocationState>,
+    session: Option<SessionView>,
+    overlay: Overlay,
 }
 
 impl fmt::Debug for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Location")
-            .field("own", &self.own)
+            .field("own", &self.home.placement)
+            .field("session", &self.session_id())
             .finish_non_exhaustive()
     }
 }
 
 impl Location {
+    /// The view of the location (or application) behind `home`.
+    pub(crate) fn new(
+        loader: Arc<Loader>,
+        pipeline: Arc<Pipeline>,
+        home: Arc<LocationState>,
+    ) -> Location {
+        let overlay = home.overlay.clone();
+        Location {
+            loader,
+            pipeline,
+            home,
+            session: None,
+            overlay,
+        }
+    }
+
+    /// The view of session `id` of this location: a placement above the
+    /// location's and the application's (R35). Everything a `Location`
+    /// does works on it; what it registers, activates or scopes is visible
+    /// only in its own snapshots, shadows the location's and the
+    /// application's registrations of the same names, and closes when
+    /// [`end_session`](Location::end_session) is called. The same id on the
+    /// same location gives the same session until it ends.
+    ///
+    /// Sessions do not nest: on a session view this opens session `id` of
+    /// the same location, a sibling (or the session itself, for its own id).
+    pub fn session(&self, id: impl Into<String>) -> Location {
+        let id = id.into();
+        let scope = self.home.session(&id);
+        Location {
+            loader: self.loader.clone(),
+            pipeline: self.pipeline.clone(),
+            home: self.home.clone(),
+            overlay: self.home.overlay.under(scope.placement().clone()),
+            session: Some(SessionView { id, scope }),
+        }
+    }
+
+    /// The session id of a session view; `None` for a location or the
+    /// application.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_ref().map(|s| s.id.as_str())
+    }
+
+    /// Ends this session (R35): closes every registration made in it,
+    /// including every activation's and scope's (which then reject
+    /// registering with [`RegistrationError::ScopeClosed`]), and forgets
+    /// its id, so a later [`session`](Location::session) with the same id is
+    /// a fresh, empty one. Snapshots taken before still settle the tools
+    /// they captured (R6, R9). Idempotent; does nothing on a view that is
+    /// not a session.
+    pub fn end_session(&self) {
+        if let Some(session) = &self.session {
+            self.home.forget(&session.id, &session.scope);
+            session.scope.close();
+        }
+    }
+
     /// Activates `plugin` here: its `activate` runs in an instance of its
     /// own and registers into this placement.
     pub async fn activate(&self, plugin: &Plugin) -> Result<Activation, Error> {
-        Activation::start(plugin, self.own.clone()).await
+        Activation::start(plugin, self.scope()).await
     }
 
     /// Loads and activates the plugin at `path` with `options`.
@@ -63,18 +180,26 @@ impl Location {
         Ok(new)
     }
 
-    /// A registration scope in this placement, for native tools.
+    /// A registration scope in this placement, for native tools. In a
+    /// session it also closes when the session ends.
     pub fn scope(&self) -> Scope {
-        Scope::new(self.own.clone())
+        match &self.session {
+            Some(session) => Scope::within(&session.scope),
+            None => Scope::new(self.home.placement.clone()),
+        }
     }
 
-    /// Registers native tools by authored name, atomically.
+    /// Registers native tools by authored name, atomically. In a session
+    /// that has ended, fails with [`RegistrationError::ScopeClosed`].
     pub fn register(
         &self,
         tools: impl IntoIterator<Item = (impl Into<String>, Tool)>,
     ) -> Result<Registration, RegistrationError> {
-        let tools = tools.into_iter().map(|(n, t)| (n.into(), t)).collect();
-        self.own.register(tools)
+        let tools: Vec<(String, Tool)> = tools.into_iter().map(|(n, t)| (n.into(), t)).collect();
+        match &self.session {
+            Some(session) => session.scope.register(tools),
+            None => self.home.placement.register(tools),
+        }
     }
 
     /// Every active registration visible here, sorted by name, winners first.

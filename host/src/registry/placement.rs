@@ -1,8 +1,8 @@
 //! Placements and registrations (R1-R4).
 //!
 //! A [`Placement`] holds the registrations of one level: the process-wide
-//! application placement, or one location. Within a placement the latest
-//! active registration of a name wins (R3).
+//! application placement, one location, or one session of a location. Within
+//! a placement the latest active registration of a name wins (R3).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,21 +44,25 @@ pub enum RegistrationError {
         /// The shared effective name.
         name: String,
     },
-    /// The scope was closed (R7).
+    /// The scope was closed (R7), or its session ended (R35).
     #[error(
-        "the registration scope is closed (its plugin was unloaded); nothing more can be registered in it"
+        "the registration scope is closed (its plugin was unloaded or its session ended); nothing more can be registered in it"
     )]
     ScopeClosed,
 }
 
-/// Which level a registration lives at.
+/// Which level a registration lives at. Higher levels shadow lower ones:
+/// session over location over application (R5, R35).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Level {
     /// Process-wide, shared by every location.
     Application,
     /// One location (workspace).
     Location,
+    /// One session of a location, closed when the session ends (R35).
+    Session,
 }
 
 /// One level's registrations.

@@ -1,5 +1,7 @@
 //! Registration scopes: everything registered through one is closed when
-//! it closes (R7).
+//! it closes (R7). A scope may sit within another (a plugin's within its
+//! session's), and closing the outer one closes everything registered
+//! through the inner ones too (R35).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -8,9 +10,13 @@ use crate::model::tool::Tool;
 use crate::registry::placement::{Placement, Registration, RegistrationError, RegistrationInner};
 
 /// A registration scope: everything registered through it is closed when the
-/// scope closes (R7). Each plugin activation owns one.
+/// scope closes (R7). Each plugin activation owns one. A scope opened in a
+/// session also closes when the session ends (R35).
 pub struct Scope {
     placement: Arc<Placement>,
+    /// The scope this one sits within: every registration made here is
+    /// recorded there too, so closing it closes them.
+    outer: Option<Arc<Scope>>,
     state: Mutex<ScopeState>,
 }
 
@@ -20,16 +26,38 @@ struct ScopeState {
     registrations: Vec<Weak<RegistrationInner>>,
 }
 
+impl ScopeState {
+    fn record(&mut self, registration: &Registration) {
+        self.registrations.retain(|r| r.strong_count() > 0);
+        self.registrations.push(Arc::downgrade(&registration.inner));
+    }
+}
+
 impl Scope {
     pub(crate) fn new(placement: Arc<Placement>) -> Scope {
         Scope {
             placement,
+            outer: None,
+            state: Mutex::new(ScopeState::default()),
+        }
+    }
+
+    /// A scope within `outer`, registering into the same placement.
+    pub(crate) fn within(outer: &Arc<Scope>) -> Scope {
+        Scope {
+            placement: outer.placement.clone(),
+            outer: Some(outer.clone()),
             state: Mutex::new(ScopeState::default()),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, ScopeState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The placement it registers into.
+    pub(crate) fn placement(&self) -> &Arc<Placement> {
+        &self.placement
     }
 
     /// Registers `(authored name, tool)` pairs atomically in this scope's
@@ -42,12 +70,15 @@ impl Scope {
         if state.closed {
             return Err(RegistrationError::ScopeClosed);
         }
-        let tools = tools.into_iter().map(|(n, t)| (n.into(), t)).collect();
-        let registration = self.placement.register(tools)?;
-        state.registrations.retain(|r| r.strong_count() > 0);
-        state
-            .registrations
-            .push(Arc::downgrade(&registration.inner));
+        let tools: Vec<(String, Tool)> = tools.into_iter().map(|(n, t)| (n.into(), t)).collect();
+        // The outer scope checks its own closing and records the
+        // registration; locks are taken inner before outer, never the
+        // other way round.
+        let registration = match &self.outer {
+            Some(outer) => outer.register(tools)?,
+            None => self.placement.register(tools)?,
+        };
+        state.record(&registration);
         Ok(registration)
     }
 
@@ -73,9 +104,10 @@ impl Scope {
             .any(|r| !r.is_closed())
     }
 
-    /// Whether the scope has been closed.
+    /// Whether the scope has been closed, or the scope it sits within
+    /// (its session's) has.
     pub fn is_closed(&self) -> bool {
-        self.lock().closed
+        self.lock().closed || self.outer.as_ref().is_some_and(|o| o.is_closed())
     }
 }
 

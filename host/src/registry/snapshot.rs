@@ -1,4 +1,4 @@
-//! What a location sees: its placement over the application's (R5), the
+//! What a view sees: its placements, highest first (R5, R35), the
 //! catalog of every active registration, and the snapshot captured per
 //! model request (R8, R11, R12).
 
@@ -20,31 +20,45 @@ pub struct CatalogEntry {
     pub level: Level,
     /// Its registration's id.
     pub registration: u64,
-    /// Whether a later registration or a location registration hides it.
+    /// Whether a later registration, or one at a higher level, hides it.
     pub shadowed: bool,
 }
 
-/// The two placements a location sees: its own over the application's.
+/// The placements a view sees, highest first: a session's over its
+/// location's over the application's. A higher placement shadows a lower
+/// one (R5, R35); within one, the latest registration wins (R3).
 #[derive(Debug, Clone)]
 pub(crate) struct Overlay {
-    pub(crate) application: Arc<Placement>,
-    pub(crate) location: Arc<Placement>,
+    placements: Vec<Arc<Placement>>,
 }
 
 impl Overlay {
-    /// The effective tool for `name`: location first (R5), latest wins (R3).
+    /// The overlay of `placements`, highest first.
+    pub(crate) fn new(placements: Vec<Arc<Placement>>) -> Overlay {
+        Overlay { placements }
+    }
+
+    /// This overlay with `placement` put above all of it.
+    pub(crate) fn under(&self, placement: Arc<Placement>) -> Overlay {
+        let mut placements = vec![placement];
+        placements.extend(self.placements.iter().cloned());
+        Overlay { placements }
+    }
+
+    /// The effective tool for `name`: the highest placement that has it,
+    /// and in it the latest registration.
     pub(crate) fn effective(&self, name: &str) -> Option<Tool> {
-        self.location
-            .effective(name)
-            .or_else(|| self.application.effective(name))
+        self.placements
+            .iter()
+            .find_map(|p| p.effective(name))
             .map(|(_, t)| t)
     }
 
     /// Every active registration of every name, sorted by name, with the
-    /// winner first for each name.
+    /// winner first for each name and the rest marked shadowed.
     pub(crate) fn catalog(&self) -> Vec<CatalogEntry> {
         let mut all: Vec<CatalogEntry> = Vec::new();
-        for placement in [&self.location, &self.application] {
+        for placement in &self.placements {
             let mut listing = placement.listing();
             listing.reverse();
             all.extend(
@@ -59,7 +73,8 @@ impl Overlay {
                     }),
             );
         }
-        // Stable sort keeps location-before-application and latest-first.
+        // Stable sort keeps higher placements first and, within one,
+        // latest first.
         all.sort_by(|a, b| a.name.cmp(&b.name));
         for i in 1..all.len() {
             if all[i].name == all[i - 1].name {

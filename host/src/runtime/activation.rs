@@ -9,7 +9,6 @@ use wasmtime::Store;
 use crate::error::Error;
 use crate::model::outcome::Defect;
 use crate::model::text::{MAX_MESSAGE_BYTES, truncate};
-use crate::registry::placement::Placement;
 use crate::registry::scope::Scope;
 use crate::runtime::classify::{Stop, classify};
 use crate::runtime::imports::registry::ActivationState;
@@ -36,14 +35,12 @@ impl fmt::Debug for Activation {
 }
 
 impl Activation {
-    /// Runs the plugin's `activate` under its budget, registering into
-    /// `placement`. On failure everything it registered is closed again.
-    pub(crate) async fn start(
-        plugin: &Plugin,
-        placement: Arc<Placement>,
-    ) -> Result<Activation, Error> {
+    /// Runs the plugin's `activate` under its budget, registering through
+    /// `scope`, which the activation then owns. On failure everything it
+    /// registered is closed again.
+    pub(crate) async fn start(plugin: &Plugin, scope: Scope) -> Result<Activation, Error> {
         let code = &plugin.code;
-        let scope = Arc::new(Scope::new(placement));
+        let scope = Arc::new(scope);
         let tools_of = code.clone();
         let state = ActivationState {
             scope: scope.clone(),
@@ -88,7 +85,7 @@ impl Activation {
         self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
-    /// Whether it has been unloaded.
+    /// Whether it has been unloaded, or its session ended (R35).
     pub fn is_unloaded(&self) -> bool {
         self.scope.is_closed()
     }
