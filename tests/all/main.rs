@@ -8,6 +8,7 @@
 
 toolhost_tests::plugin_paths!();
 
+mod bridge;
 mod capabilities;
 mod cli;
 mod execution;

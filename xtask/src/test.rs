@@ -4,9 +4,10 @@
 //! `tests/requirements-authors.txt` (reused while those pins are unchanged),
 //! then each of [`STEPS`] in order: `cargo test --workspace`, the polyglot
 //! tests (Python, JavaScript and C plugins, with the venv's `bin` and
-//! `target/tools/bin` first on `PATH`), and the MCP client suite
-//! (`python -m pytest tests/mcp -q` against the debug `toolhost`, given
-//! TOOLHOST_BIN and TOOLHOST_PLUGINS).
+//! `target/tools/bin` first on `PATH`), the MCP bridge against the pinned
+//! server-everything, the templates, the MCP client suite (`python -m
+//! pytest tests/mcp -q` against the debug `toolhost`, given TOOLHOST_BIN and
+//! TOOLHOST_PLUGINS), the packaged crates and the CLI's wheel.
 //!
 //! `cargo xtask test mcp [PYTEST ARGS...]` prepares the venv and runs only
 //! the MCP suite, passing the extra arguments to pytest (e.g. `-k watch -x`).
@@ -49,6 +50,10 @@ const STEPS: &[Step] = &[
     (
         "polyglot tests (Python, JavaScript and C plugins)",
         polyglot,
+    ),
+    (
+        "MCP bridge against @modelcontextprotocol/server-everything (npm)",
+        bridge_everything,
     ),
     (
         "plugin templates (toolhost new, build each, toolhost check)",
@@ -269,6 +274,34 @@ fn polyglot(env: &Env) -> Result<()> {
             .args(["--", "--ignored"])
             .env("PATH", path)
             .env("VIRTUAL_ENV", &env.venv.dir)
+            .current_dir(&env.root),
+    )
+}
+
+/// The pinned MCP reference server the bridge tests run.
+const EVERYTHING: &str = "example-plugins/mcp-everything";
+
+/// `npm ci` in [`EVERYTHING`] (again only when its lockfile changed), then
+/// the ignored bridge tests that run it (`tests/all/bridge.rs`).
+fn bridge_everything(env: &Env) -> Result<()> {
+    check_node(MIN_NODE, "@modelcontextprotocol/server-everything")?;
+    let dir = env.root.join(EVERYTHING);
+    let lock = dir.join("package-lock.json");
+    let stamp = dir.join("node_modules/.toolhost-package-lock.json");
+    let installed = fs::read(&stamp).ok();
+    if installed.as_deref() != Some(fs::read(&lock)?.as_slice()) {
+        run_step(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&dir),
+        )
+        .context("npm ci failed (npm needs the registry the first time)")?;
+        fs::copy(&lock, &stamp)?;
+    }
+    run_step(
+        cargo()
+            .args(["test", "-p", "toolhost-cli", "--test", "all", "bridge"])
+            .args(["--", "--ignored"])
             .current_dir(&env.root),
     )
 }

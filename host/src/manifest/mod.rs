@@ -334,6 +334,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::mcp::McpTransport;
 
     /// The plugins of a manifest that names only plugins.
     fn plugins(path: &Path) -> Result<Vec<Manifest>, LoadError> {
@@ -439,5 +440,66 @@ mod tests {
         std::fs::write(&path, "[[plugin]]\npath = \"a.wasm\"\nbogus = 1\n").unwrap();
         let err = plugins(&path).unwrap_err().to_string();
         assert!(err.contains("bogus") && err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn mcp_servers_parse_beside_plugins_and_bad_ones_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.toml");
+        std::fs::write(
+            &path,
+            "[[plugin]]\npath = \"a.wasm\"\n\n[[mcp]]\nname = \"files\"\ncommand = \"npx\"\nargs = [\"server\"]\nenv = { A = \"1\" }\ncwd = \"srv\"\n[mcp.limits]\ntimeout = \"2s\"\n\n[[mcp]]\nname = \"remote\"\nurl = \"https://mcp.example.com/mcp\"\nbearer_token_env = \"TOKEN\"\nprefix = \"\"\n",
+        )
+        .unwrap();
+        let sources = Source::load(&path).unwrap();
+        assert!(matches!(&sources[0], Source::Plugin(m) if m.path == dir.path().join("a.wasm")));
+        let Source::Mcp(files) = &sources[1] else {
+            panic!("{:?}", sources[1]);
+        };
+        assert_eq!(files.timeout, Some(Duration::from_secs(2)));
+        assert_eq!(files.tool_name("read"), "files_read");
+        let McpTransport::Stdio {
+            command, cwd, env, ..
+        } = &files.transport
+        else {
+            panic!("{files:?}");
+        };
+        assert_eq!((command.as_str(), env["A"].as_str()), ("npx", "1"));
+        assert_eq!(cwd.as_deref(), Some(dir.path().join("srv").as_path()));
+        let Source::Mcp(remote) = &sources[2] else {
+            panic!("{:?}", sources[2]);
+        };
+        assert_eq!(
+            remote.tool_name("read"),
+            "read",
+            "an empty prefix keeps the names"
+        );
+        assert!(
+            matches!(&remote.transport, McpTransport::Http { bearer_token_env: Some(v), .. } if v == "TOKEN")
+        );
+
+        for (bad, says) in [
+            ("[[mcp]]\nname = \"x\"\n", "exactly one of `command`"),
+            (
+                "[[mcp]]\nname = \"x\"\ncommand = \"a\"\nurl = \"http://b\"\n",
+                "exactly one of",
+            ),
+            (
+                "[[mcp]]\nname = \"x\"\nurl = \"ftp://b\"\n",
+                "not http:// or https://",
+            ),
+            (
+                "[[mcp]]\nname = \"a b\"\ncommand = \"a\"\n",
+                "letters, digits",
+            ),
+            (
+                "[[mcp]]\nname = \"x\"\ncommand = \"a\"\nbogus = 1\n",
+                "bogus",
+            ),
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            let err = Source::load(&path).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 }
