@@ -609,6 +609,92 @@ fn r33_the_cli_lists_calls_and_checks_a_bridged_server_once_it_is_allowed_to_run
     );
 }
 
+/// Terminates TLS for `localhost` on a free port and forwards each
+/// connection to `to`; the port and the CA's certificate (PEM).
+async fn tls_proxy(to: std::net::SocketAddr) -> (u16, String) {
+    let (acceptor, ca) = crate::http::private_ca();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut upstream = tokio::net::TcpStream::connect(to).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut upstream).await;
+            });
+        }
+    });
+    (port, ca)
+}
+
+#[tokio::test]
+async fn r33_a_server_is_bridged_over_https_trusting_the_hosts_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, url) = serve(dir.path(), &[TEXT_TOOLS], &[]);
+    let plain: url_parts::Plain = url.parse().unwrap();
+    let (port, ca) = tls_proxy(plain.addr).await;
+    let https = format!("https://localhost:{port}{}", plain.path);
+
+    // Without the private CA the handshake fails, naming the server.
+    let (host, _outputs) = toolhost_tests::host();
+    let e = host
+        .location("/untrusted")
+        .connect_mcp(McpServerConfig::http("inner", https.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, toolhost::Error::Mcp { server, .. } if server == "inner"),
+        "{e}"
+    );
+
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+    let outputs = tempfile::tempdir().unwrap();
+    let host = builder(&outputs)
+        .rules(allow_mcp())
+        .http_root_certificates(&ca_file)
+        .build()
+        .unwrap();
+    let location = host.location("/trusted");
+    let _connection = location
+        .connect_mcp(McpServerConfig::http("inner", https))
+        .await
+        .unwrap();
+    let s = settle(
+        &location.snapshot(),
+        "inner_echo",
+        json!({"message": "over tls"}),
+    )
+    .await;
+    assert_eq!(text_of(&s), ["over tls"]);
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// Splits `http://HOST:PORT/PATH` for the proxy.
+mod url_parts {
+    pub(super) struct Plain {
+        pub(super) addr: std::net::SocketAddr,
+        pub(super) path: String,
+    }
+
+    impl std::str::FromStr for Plain {
+        type Err = String;
+        fn from_str(url: &str) -> Result<Plain, String> {
+            let rest = url.strip_prefix("http://").ok_or(url)?;
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let addr = authority.parse().map_err(|e| format!("{authority}: {e}"))?;
+            Ok(Plain {
+                addr,
+                path: path.to_owned(),
+            })
+        }
+    }
+}
+
 #[tokio::test]
 async fn r33_serve_is_a_gateway_for_plugins_and_bridged_servers_under_one_event_log() {
     let dir = tempfile::tempdir().unwrap();

@@ -219,8 +219,9 @@ async fn r36_a_granted_get_returns_the_body_and_is_audited_under_the_call() {
     assert_eq!(event.bytes_received, 14);
 }
 
-#[tokio::test]
-async fn r36_https_works_with_a_private_ca_given_to_the_host() {
+/// A TLS acceptor for `localhost` whose certificate a fresh private CA
+/// signed, and that CA's certificate (PEM).
+pub(crate) fn private_ca() -> (tokio_rustls::TlsAcceptor, String) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -239,10 +240,18 @@ async fn r36_https_works_with_a_private_ca_given_to_the_host() {
         .with_no_client_auth()
         .with_single_cert(vec![leaf.der().clone()], key)
         .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    (
+        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        ca_cert.pem(),
+    )
+}
+
+#[tokio::test]
+async fn r36_https_works_with_a_private_ca_given_to_the_host() {
+    let (acceptor, ca_pem) = private_ca();
     let (addr, _seen) = serve(Answer::Json(r#"{"secure": true}"#), Some(acceptor)).await;
     let ca_file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(ca_file.path(), ca_cert.pem()).unwrap();
+    std::fs::write(ca_file.path(), ca_pem).unwrap();
     let origin = format!("https://localhost:{}", addr.port());
     let untrusted = http_tools(&[&format!("{origin}/*")], |b| b, PluginOptions::default()).await;
     let s = fetch(&untrusted, &format!("{origin}/")).await;

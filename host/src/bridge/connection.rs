@@ -61,6 +61,7 @@ struct Registrar {
     shared: Arc<Shared>,
     scope: Arc<Scope>,
     budget: Budget,
+    tls: Arc<rustls::ClientConfig>,
     tools_changed: Arc<Notify>,
 }
 
@@ -75,7 +76,8 @@ impl McpConnection {
         };
         let routes = Arc::new(ProgressRoutes::default());
         let tools_changed = Arc::new(Notify::new());
-        let running = connect(&config, &routes, &tools_changed)
+        let tls = location.loader.defaults.tls.clone();
+        let running = connect(&config, &tls, &routes, &tools_changed)
             .await
             .map_err(failed)?;
         let policy = location
@@ -94,6 +96,7 @@ impl McpConnection {
             shared: shared.clone(),
             scope: Arc::new(location.scope()),
             budget: location.pipeline.budget,
+            tls,
             tools_changed,
         };
         let (registration, warnings) =
@@ -212,6 +215,7 @@ impl Registrar {
             let attempt = async {
                 let running = connect(
                     &self.shared.config,
+                    &self.tls,
                     &self.shared.routes,
                     &self.tools_changed,
                 )
@@ -341,6 +345,7 @@ fn server_info(config: &McpServerConfig, running: &Running) -> PluginInfo {
 /// Starts (or reaches) the server and completes the MCP handshake.
 async fn connect(
     config: &McpServerConfig,
+    tls: &rustls::ClientConfig,
     routes: &Arc<ProgressRoutes>,
     tools_changed: &Arc<Notify>,
 ) -> Result<Running, String> {
@@ -366,8 +371,12 @@ async fn connect(
                 bearer_token_env,
             } => {
                 let http = http_config(url, headers, bearer_token_env.as_deref())?;
+                let reqwest = reqwest::Client::builder()
+                    .tls_backend_preconfigured(tls.clone())
+                    .build()
+                    .map_err(|e| format!("cannot set up HTTPS: {e}"))?;
                 client
-                    .serve(StreamableHttpClientTransport::from_config(http))
+                    .serve(StreamableHttpClientTransport::with_client(reqwest, http))
                     .await
             }
         };
