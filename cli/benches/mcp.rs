@@ -2,7 +2,9 @@
 //! in one run: `echo` settled directly vs called through `toolhost serve`
 //! over stdio (a child process, the official Rust SDK as client), and
 //! settled echo calls per second over streamable HTTP with 1 and 16
-//! concurrent clients. `cargo bench -p toolhost-cli --bench mcp`.
+//! concurrent clients; and the MCP bridge: `echo` of the same `toolhost
+//! serve` settled through a bridging host vs called with the SDK's client.
+//! `cargo bench -p toolhost-cli --bench mcp`.
 
 use std::io::BufRead as _;
 use std::process::{Command, Stdio};
@@ -13,7 +15,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::json;
-use toolhost::{Call, Host, PluginOptions};
+use toolhost::{Call, Effect, Host, McpServerConfig, PluginOptions, Rule, Rules};
 use toolhost_tests::context;
 
 toolhost_tests::plugin_paths!();
@@ -80,6 +82,43 @@ async fn over_stdio(cache: &std::path::Path) -> Duration {
     per_call
 }
 
+/// `echo` of `toolhost serve` over stdio, settled through a host that
+/// bridges it (permission allowed by a rule, as a configured server's is).
+async fn bridged(cache: &std::path::Path) -> Duration {
+    let outputs = tempfile::tempdir().unwrap();
+    let host = Host::builder()
+        .output_dir(outputs.path())
+        .rules(Rules(vec![Rule::new("mcp", "*", Effect::Allow)]))
+        .build()
+        .unwrap();
+    let location = host.location("/bench");
+    let args = ["serve", TEXT_TOOLS, "--cache-dir", &cache.to_string_lossy()].map(str::to_owned);
+    let _bridge = location
+        .connect_mcp(McpServerConfig::stdio("inner", TOOLHOST, args))
+        .await
+        .unwrap();
+    let snapshot = location.snapshot();
+    let run = |n| {
+        let snapshot = snapshot.clone();
+        async move {
+            let start = Instant::now();
+            for _ in 0..n {
+                let s = snapshot
+                    .settle(Call::new(
+                        "inner_echo",
+                        r#"{"message":"hello"}"#,
+                        context("b"),
+                    ))
+                    .await;
+                assert_eq!(s.outcome.status(), "completed");
+            }
+            start.elapsed()
+        }
+    };
+    run(CALLS).await;
+    run(CALLS).await / CALLS
+}
+
 /// Starts `toolhost serve --http` on a free port; its URL.
 fn http_server(cache: &std::path::Path) -> (std::process::Child, String) {
     let mut child = Command::new(TOOLHOST)
@@ -133,6 +172,15 @@ fn main() {
         println!(
             "  ratio MCP stdio / direct:            {:.1}x",
             stdio.as_secs_f64() / direct.as_secs_f64()
+        );
+        let bridge = bridged(cache.path()).await;
+        println!(
+            "echo of serve (stdio), bridged + settled mean {}",
+            micros(bridge)
+        );
+        println!(
+            "  ratio bridged / MCP client directly:   {:.2}x",
+            bridge.as_secs_f64() / stdio.as_secs_f64()
         );
         let (mut server, url) = http_server(cache.path());
         over_http(&url, 1).await;

@@ -733,6 +733,15 @@ async fn r33_serve_is_a_gateway_for_plugins_and_bridged_servers_under_one_event_
         })
         .collect();
     assert_eq!(tools, ["echo", "scripted_count"], "one event log for both");
+
+    // A change of the bridged server's tools reaches the gateway's clients:
+    // `grow` adds `extra` inner, and the outer bridge re-lists.
+    let s = settle(&snapshot, "gateway_scripted_grow", json!({})).await;
+    assert_eq!(text_of(&s), ["grown"]);
+    eventually("the outer host sees extra", || {
+        names(&location.snapshot()).contains(&"gateway_scripted_extra".to_owned())
+    })
+    .await;
     server.kill().unwrap();
     server.wait().unwrap();
 }

@@ -91,6 +91,7 @@ impl McpConnection {
             policy,
             routes,
             peer: Mutex::new(Some(running.peer().clone())),
+            changes: tokio::sync::watch::Sender::new(0),
         });
         let registrar = Registrar {
             shared: shared.clone(),
@@ -131,6 +132,13 @@ impl McpConnection {
     /// Tools skipped when connecting, and why, naming server and tool.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// A receiver that sees each change of this server's registered tools
+    /// (after `tools/list_changed`, a disconnection or a reconnection), for
+    /// front ends that tell their own clients.
+    pub fn tool_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.changes.subscribe()
     }
 
     /// Whether the server is connected now (its tools are registered).
@@ -194,13 +202,17 @@ impl Registrar {
                 _ = &mut ended => break false,
                 () = self.tools_changed.notified() => match self.register(&peer).await {
                     // The new registration is in before the old one closes.
-                    Ok((new, _)) => registration = new,
+                    Ok((new, _)) => {
+                        registration = new;
+                        self.shared.tools_changed();
+                    }
                     Err(e) => tracing::warn!(server = %self.shared.config.name, "cannot re-list tools: {e}"),
                 },
             }
         };
         self.shared.set_peer(None);
         registration.close();
+        self.shared.tools_changed();
         stopped
     }
 
@@ -224,7 +236,10 @@ impl Registrar {
                 Ok::<_, String>((running, registration))
             };
             match attempt.await {
-                Ok(connected) => return Some(connected),
+                Ok(connected) => {
+                    self.shared.tools_changed();
+                    return Some(connected);
+                }
                 Err(e) => {
                     tracing::warn!(server = %self.shared.config.name, "reconnecting failed: {e}");
                     wait = (wait * 2).min(MCP_RECONNECT_MAX);

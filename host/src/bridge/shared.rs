@@ -22,6 +22,9 @@ pub(super) struct Shared {
     pub(super) routes: Arc<ProgressRoutes>,
     /// The live session; `None` while disconnected.
     pub(super) peer: Mutex<Option<Peer>>,
+    /// Counts the changes of the registered tools (re-listed, closed,
+    /// reconnected), for whoever serves them on.
+    pub(super) changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
@@ -35,5 +38,10 @@ impl Shared {
 
     pub(super) fn set_peer(&self, peer: Option<Peer>) {
         *self.lock() = peer;
+    }
+
+    /// Says the registered tools changed.
+    pub(super) fn tools_changed(&self) {
+        self.changes.send_modify(|n| *n += 1);
     }
 }

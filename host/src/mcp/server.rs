@@ -161,7 +161,18 @@ impl McpServer {
     pub async fn connect_mcp(&self, config: McpServerConfig) -> Result<Vec<String>, Error> {
         let connection = self.shared.location.connect_mcp(config).await?;
         let warnings = connection.warnings().to_vec();
+        let mut changes = connection.tool_changes();
         lock(&self.shared.bridges).push(connection);
+        // Clients hear of the bridged server's changes as of a reload's.
+        let shared = Arc::downgrade(&self.shared);
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                shared.tools_changed().await;
+            }
+        });
         Ok(warnings)
     }
 
