@@ -566,6 +566,44 @@ fn toolhost(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+#[tokio::test]
+async fn r33_tools_a_hostile_server_lists_are_skipped_with_a_warning_and_the_rest_register() {
+    let b = bridged("/bridge-hostile", |c| {
+        if let toolhost::McpTransport::Stdio { env, .. } = &mut c.transport {
+            env.insert("HOSTILE".into(), "1".into());
+        }
+    })
+    .await;
+    let warnings = b.connection.warnings();
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    for (tool, why) in [
+        ("bad_schema", "input schema does not compile"),
+        ("long", "description is 20480 bytes"),
+        ("dup.a", "is taken by another of its tools"),
+    ] {
+        assert!(
+            warnings.iter().any(|w| w
+                .contains(&format!("MCP server `scripted`, tool `{tool}` skipped"))
+                && w.contains(why)),
+            "{tool}: {warnings:?}"
+        );
+    }
+    let listed = names(&b.location.snapshot());
+    assert_eq!(listed.len(), 5, "{listed:?}");
+    assert!(listed.contains(&"scripted_dup_a".to_owned()));
+
+    let manifest = scripted_manifest(b.dir.path());
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("env = { ", "env = { HOSTILE = \"1\", "),
+    )
+    .unwrap();
+    let (code, stdout, _) = toolhost(&["check", &manifest, "--yes"]);
+    assert_eq!(code, 1, "a skipped tool fails the check: {stdout}");
+    assert!(stdout.contains("tool `bad_schema` skipped"), "{stdout}");
+}
+
 #[test]
 fn r33_the_cli_lists_calls_and_checks_a_bridged_server_once_it_is_allowed_to_run() {
     let dir = tempfile::tempdir().unwrap();

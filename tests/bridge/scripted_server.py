@@ -9,6 +9,10 @@ Tools:
   grow      answers, then adds the tool `extra` and says the list changed;
   extra     (after grow) answers "extra".
 
+With $HOSTILE set it also lists tools the bridge must skip: one whose input
+schema is not JSON Schema, one with a 20 KiB description, and `dup.a`, whose
+name normalizes to that of `dup_a`.
+
 Every request and notification received is appended, one JSON line each,
 to the file $LOG, so a test can see what reached the server.
 """
@@ -37,6 +41,14 @@ TOOLS = [
     tool("wait", "Waits until cancelled."),
     tool("grow", "Adds the tool extra."),
 ]
+
+if os.environ.get("HOSTILE"):
+    TOOLS += [
+        tool("bad_schema", "Its schema is not JSON Schema.", {"type": 12}),
+        tool("long", "x" * (20 << 10)),
+        tool("dup_a", "The first dup_a."),
+        tool("dup.a", "Normalizes to dup_a too."),
+    ]
 
 
 def send(message):
