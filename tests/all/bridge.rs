@@ -576,6 +576,7 @@ async fn r33_tools_a_hostile_server_lists_are_skipped_with_a_warning_and_the_res
     .await;
     let warnings = b.connection.warnings();
     assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert_eq!(b.connection.info().name, "scripted");
     for (tool, why) in [
         ("bad_schema", "input schema does not compile"),
         ("long", "description is 20480 bytes"),
@@ -589,8 +590,29 @@ async fn r33_tools_a_hostile_server_lists_are_skipped_with_a_warning_and_the_res
         );
     }
     let listed = names(&b.location.snapshot());
-    assert_eq!(listed.len(), 5, "{listed:?}");
+    assert_eq!(listed.len(), 6, "{listed:?}");
     assert!(listed.contains(&"scripted_dup_a".to_owned()));
+
+    // An answer over rmcp's 16 MiB message limit is dropped: the call runs
+    // to its deadline instead of the host buffering it.
+    let s = b
+        .location
+        .snapshot()
+        .settle(
+            Call::new("scripted_huge", "{}", context("huge")).with_overrides(
+                toolhost::BudgetOverrides {
+                    timeout: Some(Duration::from_secs(2)),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await;
+    assert_eq!(
+        s.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Deadline
+        }
+    );
 
     let manifest = scripted_manifest(b.dir.path());
     let text = std::fs::read_to_string(&manifest).unwrap();

@@ -10,8 +10,9 @@ Tools:
   extra     (after grow) answers "extra".
 
 With $HOSTILE set it also lists tools the bridge must skip: one whose input
-schema is not JSON Schema, one with a 20 KiB description, and `dup.a`, whose
-name normalizes to that of `dup_a`.
+schema is not JSON Schema, one with a 20 KiB description, `dup.a`, whose
+name normalizes to that of `dup_a`, and `huge`, which answers with a 20 MiB
+message.
 
 Every request and notification received is appended, one JSON line each,
 to the file $LOG, so a test can see what reached the server.
@@ -48,6 +49,7 @@ if os.environ.get("HOSTILE"):
         tool("long", "x" * (20 << 10)),
         tool("dup_a", "The first dup_a."),
         tool("dup.a", "Normalizes to dup_a too."),
+        tool("huge", "Answers with a 20 MiB message."),
     ]
 
 
@@ -87,6 +89,8 @@ def call(request, calls):
             TOOLS.append(tool("extra", "Added by grow."))
         reply(request, text("grown"))
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    elif name == "huge":
+        reply(request, text("x" * (20 << 20)))
     elif name == "extra":
         reply(request, text("extra"))
     else:

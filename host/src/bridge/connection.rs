@@ -202,7 +202,8 @@ impl Registrar {
                 _ = &mut ended => break false,
                 () = self.tools_changed.notified() => match self.register(&peer).await {
                     // The new registration is in before the old one closes.
-                    Ok((new, _)) => {
+                    Ok((new, skipped)) => {
+                        log_skipped(&skipped);
                         registration = new;
                         self.shared.tools_changed();
                     }
@@ -232,7 +233,8 @@ impl Registrar {
                     &self.tools_changed,
                 )
                 .await?;
-                let (registration, _) = self.register(running.peer()).await?;
+                let (registration, skipped) = self.register(running.peer()).await?;
+                log_skipped(&skipped);
                 Ok::<_, String>((running, registration))
             };
             match attempt.await {
@@ -256,9 +258,6 @@ impl Registrar {
             .map_err(|_| format!("tools/list took longer than {MCP_CONNECT_TIMEOUT:?}"))?
             .map_err(|e| format!("tools/list failed: {e}"))?;
         let (tools, warnings) = self.tools(listed);
-        for warning in &warnings {
-            tracing::warn!("{warning}");
-        }
         let registration = self
             .scope
             .register(tools)
@@ -323,6 +322,14 @@ impl Registrar {
         });
         let tool = Tool::from_parts(description.to_owned(), input, output, executor);
         Ok((effective, tool.with_budget(budget)))
+    }
+}
+
+/// Tools skipped when registering again, where no caller sees the
+/// warnings.
+fn log_skipped(warnings: &[String]) {
+    for warning in warnings {
+        tracing::warn!("{warning}");
     }
 }
 
