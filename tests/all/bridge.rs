@@ -806,6 +806,62 @@ async fn r33_serve_is_a_gateway_for_plugins_and_bridged_servers_under_one_event_
     server.wait().unwrap();
 }
 
+#[tokio::test]
+async fn r35_serve_gives_each_mcp_session_its_own_per_session_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = scripted_manifest(dir.path());
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let text = text.replace(
+        "env = { ",
+        "per_session = true\nenv = { CRASH_ON = \"99\", ",
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let (mut server, url) = serve(dir.path(), &[TEXT_TOOLS, &manifest], &["--yes"]);
+    assert!(
+        received(dir.path()).is_empty(),
+        "no server before a session asks"
+    );
+
+    let outputs = tempfile::tempdir().unwrap();
+    let host = builder(&outputs).rules(allow_mcp()).build().unwrap();
+    let (a, b) = (host.location("/a"), host.location("/b"));
+    let _to_a = a
+        .connect_mcp(McpServerConfig::http("g", url.clone()))
+        .await
+        .unwrap();
+    let _to_b = b
+        .connect_mcp(McpServerConfig::http("g", url))
+        .await
+        .unwrap();
+    // Each MCP session lists its own server's tools beside the plugin's.
+    for location in [&a, &b] {
+        let listed = names(&location.snapshot());
+        assert!(listed.contains(&"g_echo".to_owned()), "{listed:?}");
+        assert!(
+            listed.contains(&"g_scripted_count".to_owned()),
+            "{listed:?}"
+        );
+    }
+    let count = |location: &toolhost::Location| {
+        let snapshot = location.snapshot();
+        async move { text_of(&settle(&snapshot, "g_scripted_count", json!({})).await) }
+    };
+    assert_eq!(count(&a).await, ["call 1"]);
+    assert_eq!(count(&a).await, ["call 2"]);
+    assert_eq!(
+        count(&b).await,
+        ["call 1"],
+        "session b has a server of its own"
+    );
+    let started = received(dir.path())
+        .iter()
+        .filter(|m| *m == "initialize")
+        .count();
+    assert_eq!(started, 2, "one server process per session");
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
 /// `@modelcontextprotocol/server-everything` as `example-plugins/mcp-everything`
 /// bridges it (`npm ci` there first; `cargo xtask test` does).
 async fn everything(host: &toolhost::Host) -> (toolhost::Location, toolhost::McpConnection) {

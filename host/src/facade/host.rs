@@ -198,7 +198,14 @@ impl HostBuilder {
     }
 
     /// Builds the host: configures the engine and opens the output directory.
+    ///
+    /// With the `mcp` feature it also makes ring rustls's process-wide
+    /// crypto provider if no other is installed: reqwest (the HTTP client of
+    /// the MCP SDK) is built with rustls but no provider of its own, and
+    /// any reqwest client in the process needs one.
     pub fn build(self) -> Result<Host, Error> {
+        #[cfg(feature = "mcp")]
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let cache = self
             .cache_dir
             .map(|dir| CompileCache::new(dir, self.cache_limit));

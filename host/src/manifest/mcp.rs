@@ -12,6 +12,7 @@
 //! # headers = { "X-Team" = "tools" }
 //! # bearer_token_env = "EXAMPLE_TOKEN"    # `Authorization: Bearer $EXAMPLE_TOKEN`
 //! prefix = "everything_"             # default: "<name>_"
+//! per_session = false                # serve: one for each MCP session
 //!
 //! [mcp.limits]
 //! timeout = "30s"                    # each call's deadline
@@ -76,6 +77,10 @@ pub struct McpServerConfig {
     pub timeout: Option<Duration>,
     /// Permission rules for its calls, over the host's (last match wins).
     pub rules: Rules,
+    /// `toolhost serve` connects one for each MCP session, its tools
+    /// visible only in that session (a session placement, R35), instead of
+    /// one for all. Default: false.
+    pub per_session: bool,
 }
 
 impl McpServerConfig {
@@ -111,6 +116,7 @@ impl McpServerConfig {
             prefix: None,
             timeout: None,
             rules: Rules::default(),
+            per_session: false,
         }
     }
 
@@ -141,6 +147,8 @@ pub(super) struct McpEntry {
     headers: BTreeMap<String, String>,
     bearer_token_env: Option<String>,
     prefix: Option<String>,
+    #[serde(default)]
+    per_session: bool,
     #[serde(default)]
     limits: McpLimits,
     #[serde(default)]
@@ -196,6 +204,7 @@ impl McpEntry {
                 .map(parse_duration)
                 .transpose()?,
             rules: Rules(self.rules),
+            per_session: self.per_session,
         })
     }
 }

@@ -19,6 +19,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
+use crate::facade::location::Location;
 use crate::mcp::ask::{AskMode, McpAsk, QUESTION_KEY, Step, elicit_params, reply_of};
 use crate::mcp::call::{Pending, Started};
 use crate::mcp::output::{self, READ_OUTPUT};
@@ -130,6 +131,15 @@ impl Handler {
         }
     }
 
+    /// Where a request's tools are: the session's own placement when the
+    /// server places MCP servers per session, else the served location.
+    async fn location(&self, scope: &Scope) -> Location {
+        self.shared
+            .session_sources
+            .location(&self.shared.location, &scope.session)
+            .await
+    }
+
     fn call_context(&self, context: &RequestContext<RoleServer>, session: String) -> CallContext {
         CallContext {
             session_id: session,
@@ -177,9 +187,10 @@ impl Handler {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         scope: &Scope,
+        location: &Location,
     ) -> Result<Started, ErrorData> {
         let permits = self.slots(&scope.session)?;
-        let snapshot = self.shared.location.snapshot();
+        let snapshot = location.snapshot();
         let legacy = is_legacy(context);
         let output_schema = snapshot
             .tool(&request.name)
@@ -354,7 +365,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let legacy = is_legacy(&context);
-        let snapshot = self.shared.location.snapshot();
+        let snapshot = self.location(&self.scope(&context)).await.snapshot();
         let mut tools: Vec<_> = snapshot
             .definitions()
             .iter()
@@ -381,7 +392,8 @@ impl ServerHandler for Handler {
                 .resume(&handle, request.input_responses, &scope, &context)
                 .await;
         }
-        let started = self.start(request, &context, &scope)?;
+        let location = self.location(&scope).await;
+        let started = self.start(request, &context, &scope, &location)?;
         self.drive(started, &scope, &context).await
     }
 

@@ -19,5 +19,6 @@ mod output;
 mod progress;
 pub(crate) mod results;
 pub(crate) mod server;
+mod sessions;
 mod stdio;
 pub(crate) mod watch;

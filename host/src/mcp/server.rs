@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::facade::location::Location;
 use crate::manifest::mcp::McpServerConfig;
 use crate::mcp::call::Pending;
+use crate::mcp::sessions::SessionSources;
 use crate::runtime::activation::Activation;
 use crate::runtime::load::PluginOptions;
 
@@ -80,6 +81,8 @@ pub(crate) struct Shared {
     plugins: Mutex<Vec<Loaded>>,
     /// The MCP servers bridged in: their tools are served with the rest.
     bridges: Mutex<Vec<McpConnection>>,
+    /// The MCP servers each session gets its own of.
+    pub(crate) session_sources: SessionSources,
     /// Retained-output ids each session produced: only it may read them.
     outputs: Mutex<SessionOutputs>,
     /// Calls suspended in a permission question, by their handle.
@@ -120,6 +123,7 @@ impl McpServer {
                 location,
                 plugins: Mutex::default(),
                 bridges: Mutex::default(),
+                session_sources: SessionSources::default(),
                 outputs: Mutex::default(),
                 pending: Mutex::default(),
                 peers: Mutex::default(),
@@ -157,8 +161,13 @@ impl McpServer {
 
     /// Bridges in the MCP server `config` describes: its tools are served
     /// under the same policy and event log as the plugins' (a gateway).
-    /// Gives the warnings for the tools it skipped.
+    /// Gives the warnings for the tools it skipped. A `per_session` server
+    /// is connected for each MCP session on its first request instead.
     pub async fn connect_mcp(&self, config: McpServerConfig) -> Result<Vec<String>, Error> {
+        if config.per_session {
+            self.shared.session_sources.add(config);
+            return Ok(Vec::new());
+        }
         let connection = self.shared.location.connect_mcp(config).await?;
         let warnings = connection.warnings().to_vec();
         let mut changes = connection.tool_changes();
