@@ -270,11 +270,16 @@ async fn r23_concurrency_limit_queues_calls_and_r31_the_wait_counts_against_the_
     let snapshot = location.snapshot();
     // With one slot, a spinning call holds it; a second call waits in line,
     // and its deadline runs while it waits: it ends at its deadline without
-    // ever running, not one deadline after the first call ended.
-    let spin = deadline(300);
+    // ever running, not one deadline after it got the slot. The first
+    // call's deadline is well after the second's, so which one ends first
+    // does not depend on scheduling on a loaded machine.
     let (a, b) = tokio::join!(
-        call_with(&snapshot, "spin_forever", json!({}), spin),
-        call_with(&snapshot, "spin_forever", json!({}), spin),
+        call_with(&snapshot, "spin_forever", json!({}), deadline(1000)),
+        async {
+            // Queued behind the first call, which takes the slot first.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            call_with(&snapshot, "spin_forever", json!({}), deadline(300)).await
+        },
     );
     assert_eq!(a.usage.tripped, Some(Limit::Deadline));
     assert_eq!(

@@ -27,6 +27,7 @@ use crate::manifest::mcp::{McpServerConfig, McpTransport};
 use crate::model::budget::Budget;
 use crate::model::plugin::PluginInfo;
 use crate::model::schema::Schema;
+use crate::model::text::truncate;
 use crate::model::tool::{Tool, normalize_name};
 use crate::registry::placement::Registration;
 use crate::registry::scope::Scope;
@@ -344,13 +345,17 @@ fn schema(which: &str, value: serde_json::Value) -> Result<Schema, String> {
     Schema::compile(value).map_err(|e| format!("its {which} schema does not compile: {e}"))
 }
 
-/// The server's identity as a plugin's: its name, the version it reported.
+/// The longest server version kept: it names the server in messages.
+const MAX_VERSION_BYTES: usize = 64;
+
+/// The server's identity as a plugin's: its name, the version it reported
+/// (bounded: the server chose it).
 fn server_info(config: &McpServerConfig, running: &Running) -> PluginInfo {
     let version = running
         .peer()
         .peer_info()
         .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone()))
-        .unwrap_or_else(|| "unknown".into());
+        .map_or_else(|| "unknown".into(), |v| truncate(v, MAX_VERSION_BYTES));
     let path = match &config.transport {
         McpTransport::Stdio { command, .. } => PathBuf::from(command),
         McpTransport::Http { url, .. } => PathBuf::from(url),
