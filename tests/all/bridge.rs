@@ -448,9 +448,23 @@ async fn r33_bridged_tools_shadow_and_reveal_like_any_registration() {
     assert_eq!(s.outcome.status(), "defect", "{:?}", s.outcome);
 }
 
+/// A running `toolhost serve --http`; killed when dropped, so a failing
+/// test leaves no server behind.
+struct Served {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `toolhost serve --http` of `sources` (and `args`) on a free port, with
-/// an event log in `dir`; its URL.
-fn serve(dir: &Path, sources: &[&str], args: &[&str]) -> (std::process::Child, String) {
+/// an event log in `dir`.
+fn serve(dir: &Path, sources: &[&str], args: &[&str]) -> Served {
     use std::io::BufRead as _;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .arg("serve")
@@ -469,20 +483,20 @@ fn serve(dir: &Path, sources: &[&str], args: &[&str]) -> (std::process::Child, S
                 .map(|(_, u)| u.trim().to_owned())
         })
         .expect("serve prints its URL");
-    (child, url)
+    Served { child, url }
 }
 
 #[tokio::test]
 async fn r33_toolhost_bridges_toolhost_over_http() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut server, url) = serve(dir.path(), &[TEXT_TOOLS], &[]);
+    let served = serve(dir.path(), &[TEXT_TOOLS], &[]);
     let outputs = tempfile::tempdir().unwrap();
     let host = builder(&outputs).rules(allow_mcp()).build().unwrap();
 
     let direct = host.location("/direct");
     let _plugin = toolhost_tests::load(&direct, TEXT_TOOLS).await;
     let bridged = host.location("/bridged");
-    let mut config = McpServerConfig::http("inner", url);
+    let mut config = McpServerConfig::http("inner", served.url.clone());
     config.prefix = Some(String::new());
     let _connection = bridged.connect_mcp(config).await.unwrap();
 
@@ -527,8 +541,6 @@ async fn r33_toolhost_bridges_toolhost_over_http() {
         outcomes, 1,
         "only the valid call reached the inner host:\n{events}"
     );
-    server.kill().unwrap();
-    server.wait().unwrap();
 }
 
 /// A manifest bridging the scripted server, logging in `dir`.
@@ -693,8 +705,8 @@ async fn tls_proxy(to: std::net::SocketAddr) -> (u16, String) {
 #[tokio::test]
 async fn r33_a_server_is_bridged_over_https_trusting_the_hosts_certificates() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut server, url) = serve(dir.path(), &[TEXT_TOOLS], &[]);
-    let plain: url_parts::Plain = url.parse().unwrap();
+    let served = serve(dir.path(), &[TEXT_TOOLS], &[]);
+    let plain: url_parts::Plain = served.url.parse().unwrap();
     let (port, ca) = tls_proxy(plain.addr).await;
     let https = format!("https://localhost:{port}{}", plain.path);
 
@@ -730,8 +742,6 @@ async fn r33_a_server_is_bridged_over_https_trusting_the_hosts_certificates() {
     )
     .await;
     assert_eq!(text_of(&s), ["over tls"]);
-    server.kill().unwrap();
-    server.wait().unwrap();
 }
 
 /// Splits `http://HOST:PORT/PATH` for the proxy.
@@ -760,13 +770,13 @@ async fn r33_serve_is_a_gateway_for_plugins_and_bridged_servers_under_one_event_
     let dir = tempfile::tempdir().unwrap();
     let manifest = scripted_manifest(dir.path());
     // --yes: the manifest starts a command, which needs the user's consent.
-    let (mut server, url) = serve(dir.path(), &[TEXT_TOOLS, &manifest], &["--yes"]);
+    let served = serve(dir.path(), &[TEXT_TOOLS, &manifest], &["--yes"]);
 
     let outputs = tempfile::tempdir().unwrap();
     let host = builder(&outputs).rules(allow_mcp()).build().unwrap();
     let location = host.location("/gateway");
     let _connection = location
-        .connect_mcp(McpServerConfig::http("gateway", url))
+        .connect_mcp(McpServerConfig::http("gateway", served.url.clone()))
         .await
         .unwrap();
     let snapshot = location.snapshot();
@@ -802,8 +812,6 @@ async fn r33_serve_is_a_gateway_for_plugins_and_bridged_servers_under_one_event_
         names(&location.snapshot()).contains(&"gateway_scripted_extra".to_owned())
     })
     .await;
-    server.kill().unwrap();
-    server.wait().unwrap();
 }
 
 #[tokio::test]
@@ -816,7 +824,7 @@ async fn r35_serve_gives_each_mcp_session_its_own_per_session_server() {
         "per_session = true\nenv = { CRASH_ON = \"99\", ",
     );
     std::fs::write(&manifest, text).unwrap();
-    let (mut server, url) = serve(dir.path(), &[TEXT_TOOLS, &manifest], &["--yes"]);
+    let served = serve(dir.path(), &[TEXT_TOOLS, &manifest], &["--yes"]);
     assert!(
         received(dir.path()).is_empty(),
         "no server before a session asks"
@@ -826,11 +834,11 @@ async fn r35_serve_gives_each_mcp_session_its_own_per_session_server() {
     let host = builder(&outputs).rules(allow_mcp()).build().unwrap();
     let (a, b) = (host.location("/a"), host.location("/b"));
     let _to_a = a
-        .connect_mcp(McpServerConfig::http("g", url.clone()))
+        .connect_mcp(McpServerConfig::http("g", served.url.clone()))
         .await
         .unwrap();
     let _to_b = b
-        .connect_mcp(McpServerConfig::http("g", url))
+        .connect_mcp(McpServerConfig::http("g", served.url.clone()))
         .await
         .unwrap();
     // Each MCP session lists its own server's tools beside the plugin's.
@@ -858,8 +866,46 @@ async fn r35_serve_gives_each_mcp_session_its_own_per_session_server() {
         .filter(|m| *m == "initialize")
         .count();
     assert_eq!(started, 2, "one server process per session");
-    server.kill().unwrap();
-    server.wait().unwrap();
+}
+
+#[tokio::test]
+async fn r35_a_slow_per_session_server_delays_only_its_own_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = scripted_manifest(dir.path());
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let text = text.replace(
+        "env = { ",
+        "per_session = true\nenv = { START_DELAY = \"3\", CRASH_ON = \"99\", ",
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let served = serve(dir.path(), &[TEXT_TOOLS, &manifest], &["--yes"]);
+    let outputs = tempfile::tempdir().unwrap();
+    let host = builder(&outputs).rules(allow_mcp()).build().unwrap();
+    let a = host.location("/a");
+    let _to_a = a
+        .connect_mcp(McpServerConfig::http("g", served.url.clone()))
+        .await
+        .unwrap();
+    // Session b's first request starts its server, which takes 3 s...
+    let b = host.location("/b");
+    let url = served.url.clone();
+    let joining = tokio::spawn(async move {
+        let connection = b.connect_mcp(McpServerConfig::http("g", url)).await;
+        (b, connection)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // ...while session a's calls go on at their usual speed.
+    let started = Instant::now();
+    let s = settle(&a.snapshot(), "g_echo", json!({"message": "meanwhile"})).await;
+    assert_eq!(text_of(&s), ["meanwhile"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "session a waited for session b's server: {:?}",
+        started.elapsed()
+    );
+    let (b, connection) = joining.await.unwrap();
+    let _to_b = connection.unwrap();
+    assert!(names(&b.snapshot()).contains(&"g_scripted_count".to_owned()));
 }
 
 /// `@modelcontextprotocol/server-everything` as `example-plugins/mcp-everything`

@@ -14,6 +14,9 @@ schema is not JSON Schema, one with a 20 KiB description, `dup.a`, whose
 name normalizes to that of `dup_a`, and `huge`, which answers with a 20 MiB
 message.
 
+With $START_DELAY (seconds) it waits that long before answering
+`initialize`, as a slow-starting server would.
+
 Every request and notification received is appended, one JSON line each,
 to the file $LOG, so a test can see what reached the server.
 """
@@ -21,6 +24,7 @@ to the file $LOG, so a test can see what reached the server.
 import json
 import os
 import sys
+import time
 
 LOG = os.environ["LOG"]
 CRASH_ON = int(os.environ.get("CRASH_ON", "2"))
@@ -105,6 +109,7 @@ def main():
             log.write(json.dumps(message) + "\n")
         method = message.get("method")
         if method == "initialize":
+            time.sleep(float(os.environ.get("START_DELAY", "0")))
             reply(message, {
                 "protocolVersion": "2025-06-18",
                 "capabilities": {"tools": {"listChanged": True}},

@@ -5,7 +5,9 @@
 //! server stops.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::OnceCell;
 
 use crate::bridge::McpConnection;
 use crate::facade::location::Location;
@@ -19,12 +21,14 @@ const MAX_PLACED_SESSIONS: usize = 64;
 #[derive(Default)]
 pub(crate) struct SessionSources {
     configs: Mutex<Vec<McpServerConfig>>,
-    placed: tokio::sync::Mutex<Placed>,
+    placed: Mutex<Placed>,
 }
 
+/// Each session's placement, set up once; a session's servers connect
+/// outside the map's lock, so a slow server delays only its own session.
 #[derive(Default)]
 struct Placed {
-    sessions: HashMap<String, Session>,
+    sessions: HashMap<String, Arc<OnceCell<Session>>>,
     order: VecDeque<String>,
 }
 
@@ -40,53 +44,63 @@ impl Drop for Session {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section is a plain insert, remove or lookup.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl SessionSources {
     /// Connects `config` into each session from its first request on.
     pub(crate) fn add(&self, config: McpServerConfig) {
-        self.configs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(config);
+        lock(&self.configs).push(config);
     }
 
     /// Where `session`'s requests see their tools: its own placement over
     /// `base` when there are per-session servers, else `base`. A request
     /// without a session (stateless HTTP) gets `base`.
     pub(crate) async fn location(&self, base: &Location, session: &str) -> Location {
-        let configs = self
-            .configs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let configs = lock(&self.configs).clone();
         if configs.is_empty() || session.starts_with("request:") {
             return base.clone();
         }
-        let mut placed = self.placed.lock().await;
-        if let Some(known) = placed.sessions.get(session) {
-            return known.location.clone();
-        }
-        let location = base.session(session);
-        let mut connections = Vec::new();
-        for config in configs {
-            match location.connect_mcp(config).await {
-                Ok(connection) => connections.push(connection),
-                // The session still gets every other tool.
-                Err(e) => tracing::warn!("session {session}: {e}"),
-            }
+        let cell = self.cell(session);
+        let placed = cell
+            .get_or_init(|| connect(base.session(session), configs))
+            .await;
+        placed.location.clone()
+    }
+
+    /// The session's cell, made (and the oldest session forgotten beyond
+    /// the limit) on its first request.
+    fn cell(&self, session: &str) -> Arc<OnceCell<Session>> {
+        let mut placed = lock(&self.placed);
+        if let Some(cell) = placed.sessions.get(session) {
+            return cell.clone();
         }
         if placed.order.len() >= MAX_PLACED_SESSIONS
             && let Some(oldest) = placed.order.pop_front()
         {
             placed.sessions.remove(&oldest);
         }
+        let cell = Arc::new(OnceCell::new());
         placed.order.push_back(session.to_owned());
-        placed.sessions.insert(
-            session.to_owned(),
-            Session {
-                location: location.clone(),
-                _connections: connections,
-            },
-        );
-        location
+        placed.sessions.insert(session.to_owned(), cell.clone());
+        cell
+    }
+}
+
+/// Connects every per-session server into the session's placement; one
+/// that fails is logged, and the session still gets every other tool.
+async fn connect(location: Location, configs: Vec<McpServerConfig>) -> Session {
+    let mut connections = Vec::new();
+    for config in configs {
+        match location.connect_mcp(config).await {
+            Ok(connection) => connections.push(connection),
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+    Session {
+        location,
+        _connections: connections,
     }
 }
