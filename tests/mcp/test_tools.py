@@ -85,7 +85,7 @@ async def test_read_output_is_a_built_in_tool_with_id_offset_limit(conn) -> None
     assert listed["read_output"].description
 
 
-async def test_echo_returns_structured_content_and_its_text(conn) -> None:
+async def test_r32_echo_returns_structured_content_and_its_text(conn) -> None:
     result = await conn.client.call_tool("echo", {"message": "hi there"})
     assert result.is_error is False
     assert result.structured_content == {"message": "hi there"}
@@ -108,7 +108,7 @@ async def test_content_only_tool_has_no_structured_content(conn) -> None:
     assert text(result) == generated_text(300, 4)
 
 
-async def test_schema_violation_is_an_error_result_naming_the_json_pointer(conn) -> None:
+async def test_r32_schema_violation_is_an_error_result_naming_the_json_pointer(conn) -> None:
     result = await conn.client.call_tool("echo", {"message": 5})
     assert result.is_error is True
     assert result.structured_content is None
@@ -143,7 +143,7 @@ async def test_tool_failure_metadata_reaches_the_client_in_meta(conn) -> None:
     assert plain.meta is None
 
 
-async def test_unknown_tool_is_a_jsonrpc_error(conn) -> None:
+async def test_r32_unknown_tool_is_a_jsonrpc_error(conn) -> None:
     with pytest.raises(MCPError) as raised:
         await conn.client.call_tool("no_such_tool", {})
     assert "no_such_tool" in raised.value.message
@@ -164,7 +164,7 @@ async def test_fuel_exhaustion_is_a_jsonrpc_error_with_status_and_usage(conn) ->
     assert outcome["status"] == "interrupted"
 
 
-async def test_defect_is_a_jsonrpc_error_with_status_and_usage(conn) -> None:
+async def test_r32_defect_is_a_jsonrpc_error_with_status_and_usage(conn) -> None:
     with pytest.raises(MCPError) as raised:
         await conn.client.call_tool("panic", {})
     data = raised.value.data

@@ -14,10 +14,9 @@ use rmcp::service::{PeerRequestOptions, ServiceError};
 use crate::bridge::convert;
 use crate::bridge::shared::Shared;
 use crate::model::approval::PermissionRequest;
-use crate::model::budget::{Limit, Usage};
 use crate::model::content::ToolFailure;
 use crate::model::execution::{Ended, Execution, ExecutionFuture, Executor, Invocation};
-use crate::model::outcome::{DefectKind, Interruption, Logs};
+use crate::model::outcome::{DefectKind, Interruption};
 use crate::model::plugin::PluginInfo;
 
 /// What a bridged call reports instead of fuel and memory it cannot see.
@@ -34,19 +33,10 @@ pub(super) struct BridgedTool {
 impl Executor for BridgedTool {
     fn execute<'a>(&'a self, inv: Invocation<'a>) -> ExecutionFuture<'a> {
         Box::pin(async move {
-            let ended = self.run(&inv).await;
-            let tripped = matches!(ended, Ended::Interrupted(Interruption::Deadline))
-                .then_some(Limit::Deadline);
-            Execution {
-                ended,
-                usage: Usage {
-                    wall_time: inv.started.elapsed(),
-                    tripped,
-                    ..Usage::default()
-                },
-                logs: Logs::default(),
-                warnings: vec![UNMETERED.to_owned()],
-            }
+            // Wall time and a tripped deadline are all a remote call reports.
+            let mut execution = Execution::early(self.run(&inv).await, inv.started);
+            execution.warnings.push(UNMETERED.to_owned());
+            execution
         })
     }
 
