@@ -1,4 +1,6 @@
-//! Embeds `templates/` (the projects `toolhost new` writes) in the binary.
+//! Embeds `templates/` (the projects `toolhost new` writes) in the binary,
+//! and, with the `code-mode` feature (on by default), the Code Mode
+//! interpreter built from `code-mode/` for wasm32-wasip2.
 //!
 //! Generates `$OUT_DIR/templates.rs`: one `(language, path, contents)` entry
 //! per file of `templates/<language>/`, each contents an `include_bytes!`, so
@@ -8,6 +10,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::{env, fs};
 
 fn main() {
@@ -35,6 +38,55 @@ fn main() {
     out.push_str("];\n");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
     fs::write(out_dir.join("templates.rs"), out).expect("cannot write templates.rs");
+    if env::var_os("CARGO_FEATURE_CODE_MODE").is_some() {
+        let root = manifest_dir.parent().expect("the CLI is in the workspace");
+        let wasm = build_interpreter(root);
+        fs::copy(&wasm, out_dir.join("interpreter.wasm")).unwrap_or_else(|e| {
+            panic!("cannot copy {}: {e}", wasm.display());
+        });
+    }
+}
+
+/// Builds the interpreter component in release into the shared target
+/// directory's `plugins/` (where the tests build it too) and returns it.
+fn build_interpreter(root: &Path) -> PathBuf {
+    let source = root.join("code-mode");
+    for watched in ["src", "wit", "Cargo.toml", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", source.join(watched).display());
+    }
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|t| if t.is_absolute() { t } else { root.join(t) })
+        .unwrap_or_else(|| root.join("target"))
+        .join("plugins");
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--release", "--target", "wasm32-wasip2"])
+        .arg("--manifest-path")
+        .arg(source.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target);
+    // The outer build's settings are for the host target, not for wasm.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_PROFILE_RELEASE_DEBUG",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo to build the Code Mode interpreter: {e}"));
+    assert!(
+        status.success(),
+        "building the Code Mode interpreter (code-mode/) failed; is the wasm32-wasip2 target \
+         installed? Run `rustup target add wasm32-wasip2`, or build the CLI with \
+         `--no-default-features` to leave Code Mode out"
+    );
+    target.join("wasm32-wasip2/release/toolhost_interpreter.wasm")
 }
 
 /// Every file under `dir`, recursively.

@@ -49,6 +49,9 @@ fn main() {
     let root = manifest_dir.parent().unwrap();
     for watched in [
         "example-plugins",
+        "code-mode/src",
+        "code-mode/Cargo.toml",
+        "code-mode/wit",
         "guest-sdk/src",
         "guest-sdk/Cargo.toml",
         "guest-sdk/wit",
@@ -62,9 +65,24 @@ fn main() {
         .map(|t| if t.is_absolute() { t } else { root.join(t) })
         .unwrap_or_else(|| root.join("target"))
         .join("plugins");
-    build(root, &target);
+    build(
+        &root.join("example-plugins"),
+        &target,
+        "the example plugins",
+    );
+    build(
+        &root.join("code-mode"),
+        &target,
+        "the Code Mode interpreter",
+    );
     let out = target.join("wasm32-wasip2").join("release");
     let mut consts = String::new();
+    writeln!(
+        consts,
+        "        /// The Code Mode interpreter component.\n        pub(crate) const INTERPRETER: &str = {:?};",
+        out.join("toolhost_interpreter.wasm").display().to_string()
+    )
+    .unwrap();
     for (name, what) in PLUGINS {
         let path = out.join(format!("{name}.wasm"));
         assert!(
@@ -108,7 +126,8 @@ fn check_listed(workspace: &Path) {
     }
 }
 
-fn build(root: &Path, target: &Path) {
+/// Builds the workspace at `dir` for wasm32-wasip2 into `target`.
+fn build(dir: &Path, target: &Path, what: &str) {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args([
@@ -118,7 +137,7 @@ fn build(root: &Path, target: &Path) {
         "wasm32-wasip2",
         "--manifest-path",
     ])
-    .arg(root.join("example-plugins").join("Cargo.toml"))
+    .arg(dir.join("Cargo.toml"))
     .arg("--target-dir")
     .arg(target);
     // The outer build's settings are for the host target, not for wasm.
@@ -134,9 +153,9 @@ fn build(root: &Path, target: &Path) {
     }
     let status = cmd
         .status()
-        .expect("cannot run cargo to build the example plugins");
+        .unwrap_or_else(|e| panic!("cannot run cargo to build {what}: {e}"));
     assert!(
         status.success(),
-        "building the example plugins failed; is the wasm32-wasip2 target installed? Run `rustup target add wasm32-wasip2`"
+        "building {what} failed; is the wasm32-wasip2 target installed? Run `rustup target add wasm32-wasip2`"
     );
 }

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Args;
 use toolhost::{
-    Activation, BudgetOverrides, DirGrant, Effect, EnvGrant, EventSink, Host, HttpGrant, Location,
-    McpConnection, McpServerConfig, PluginOptions, Rule, Rules, Source, parse_duration, parse_size,
+    Activation, Budget, BudgetOverrides, DirGrant, Effect, EnvGrant, EventSink, Host, HttpGrant,
+    Location, McpConnection, McpServerConfig, PluginOptions, Rule, Rules, Source, parse_duration,
+    parse_size,
 };
 
 use crate::{Failure, grants, prompt};
@@ -69,6 +70,10 @@ pub(crate) struct Common {
     /// Do not use the compile cache.
     #[arg(long)]
     pub(crate) no_cache: bool,
+    /// Code Mode: also advertise `execute`, which runs a JavaScript program
+    /// that calls the other tools and returns what it chooses.
+    #[arg(long)]
+    code_mode: bool,
 }
 
 impl Common {
@@ -87,7 +92,14 @@ impl Common {
         sink: Option<Arc<dyn EventSink>>,
         may_prompt: bool,
     ) -> Result<Host, Failure> {
-        let mut builder = Host::builder().rules(Rules(self.allow.clone()));
+        // The host's budget is `execute`'s (and native tools'); plugins take
+        // the same overrides through their options.
+        let mut builder = Host::builder()
+            .rules(Rules(self.allow.clone()))
+            .budget(Budget::default().with(&self.overrides()));
+        if self.code_mode {
+            builder = builder.code_mode(interpreter()?);
+        }
         if let Some(sink) = sink {
             builder = builder.event_sink(sink);
         }
@@ -128,6 +140,22 @@ impl Common {
             .extend(self.env.iter().map(|e| parse_env(e)));
         options.grants.http.extend(self.allow_http.iter().cloned());
     }
+}
+
+/// The Code Mode interpreter this binary embeds.
+#[cfg(feature = "code-mode")]
+fn interpreter() -> Result<&'static [u8], Failure> {
+    Ok(include_bytes!(concat!(
+        env!("OUT_DIR"),
+        "/interpreter.wasm"
+    )))
+}
+
+#[cfg(not(feature = "code-mode"))]
+fn interpreter() -> Result<&'static [u8], Failure> {
+    Err(crate::usage(anyhow::anyhow!(
+        "this toolhost was built without Code Mode (the `code-mode` feature); rebuild it with default features to use --code-mode"
+    )))
 }
 
 /// A plugin named on the command line: a component or a manifest entry.

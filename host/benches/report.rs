@@ -297,4 +297,80 @@ fn main() {
         "  ratio compile / cached (goal >= 100x): {:.0}x",
         compile.as_secs_f64() / cached.as_secs_f64()
     );
+
+    code_mode(&rt, cache.path());
+}
+
+/// Code Mode: the interpreter's start-up with a trivial program, and a
+/// program making 100 nested `echo` calls against 100 direct settled calls.
+fn code_mode(rt: &tokio::runtime::Runtime, cache: &Path) {
+    let outputs = tempfile::tempdir().unwrap();
+    let host = Host::builder()
+        .output_dir(outputs.path())
+        .cache_dir(cache)
+        .code_mode(std::fs::read(INTERPRETER).unwrap())
+        .build()
+        .unwrap();
+    let location = host.location("/bench-code");
+    let (snapshot, _text) = rt.block_on(async {
+        let a = location
+            .load(TEXT_TOOLS, &PluginOptions::default())
+            .await
+            .unwrap();
+        (location.snapshot(), a)
+    });
+    let program = |code: &str| json!({ "code": code }).to_string();
+    let trivial = program("return 1;");
+    let nested = program(
+        "for (let i = 0; i < 100; i++) { await tools.echo({ message: 'hello' }); } return 100;",
+    );
+    let run = |input: &str, n: usize| {
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let start = Instant::now();
+            let s = rt.block_on(snapshot.settle(Call::new("execute", input, context("bench"))));
+            samples.push(start.elapsed());
+            assert!(
+                matches!(s.outcome, Outcome::Completed(_)),
+                "{:?}",
+                s.outcome
+            );
+        }
+        stats(samples).median
+    };
+    run(&trivial, 5); // warm-up
+    let start_up = run(&trivial, 50);
+    let hundred_nested = run(&nested, 20);
+    let direct = |n: usize| {
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let start = Instant::now();
+            rt.block_on(async {
+                for _ in 0..100 {
+                    snapshot
+                        .settle(Call::new("echo", ECHO_INPUT, context("bench")))
+                        .await;
+                }
+            });
+            samples.push(start.elapsed());
+        }
+        stats(samples).median
+    };
+    let hundred_direct = direct(20);
+    println!(
+        "\nexecute, trivial program (interpreter start-up) {:.2} ms",
+        start_up.as_secs_f64() * 1e3
+    );
+    println!(
+        "execute, 100 nested echo calls          {:.2} ms",
+        hundred_nested.as_secs_f64() * 1e3
+    );
+    println!(
+        "100 direct settled echo calls           {:.2} ms",
+        hundred_direct.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ratio nested / direct:                {:.2}x",
+        hundred_nested.as_secs_f64() / hundred_direct.as_secs_f64()
+    );
 }

@@ -27,6 +27,7 @@ fn state(wasi: wasmtime_wasi::WasiCtx) -> StoreState {
         stderr: Default::default(),
         activation: None,
         call: None,
+        program: None,
         notes: Vec::new(),
         http: Default::default(),
         http_hooks: Default::default(),

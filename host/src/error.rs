@@ -212,6 +212,15 @@ pub enum Error {
     /// The engine failed in a way no plugin caused.
     #[error("engine error: {0}")]
     Engine(String),
+    /// The Code Mode interpreter does not compile or is not a component of
+    /// the `toolhost:code/interpreter` world.
+    #[error(
+        "cannot use the Code Mode interpreter: {reason}; pass a component built from code-mode/ (the toolhost CLI embeds one)"
+    )]
+    Interpreter {
+        /// What failed.
+        reason: String,
+    },
     /// An MCP server could not be connected to or its tools listed.
     #[error(
         "cannot bridge MCP server `{server}`: {reason}; check its command or url in the manifest"

@@ -73,10 +73,12 @@
 #![deny(missing_docs)]
 
 // Layers, bottom to top; a module never imports from a layer above it:
-// model → permission, output, registry, sink → runtime → settle → facade
-// (and manifest, which describes how the facade loads plugins).
+// model → permission, output, registry, sink → runtime → settle → code
+// (Code Mode) → facade (and manifest, which describes how the facade loads
+// plugins).
 #[cfg(feature = "mcp")]
 mod bridge;
+mod code;
 mod error;
 mod facade;
 mod manifest;
@@ -151,6 +153,9 @@ pub use runtime::engine::DEFAULT_MAX_INSTANCES;
 pub use runtime::grants::{DirGrant, EnvGrant, Grants};
 pub use runtime::http::grant::{HttpGrant, HttpGrantError};
 pub use runtime::imports::call::{MAX_PERMISSION_ITEMS, MAX_PERMISSION_TEXT, MAX_PROGRESS_BYTES};
+pub use runtime::imports::program::{
+    MAX_CONSOLE_BYTES, MAX_PROGRAM_CALLS, MAX_PROGRAM_CALLS_IN_FLIGHT,
+};
 pub use runtime::imports::registry::{
     MAX_DESCRIPTION_BYTES, MAX_REGISTERED_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_ACTIVATION,
 };

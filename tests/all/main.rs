@@ -11,6 +11,7 @@ toolhost_tests::plugin_paths!();
 mod bridge;
 mod capabilities;
 mod cli;
+mod code_mode;
 mod execution;
 mod hardening;
 mod http;

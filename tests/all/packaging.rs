@@ -1,18 +1,25 @@
-//! The published crates carry their own copy of the WIT world, so they build
-//! outside this repository; `wit/` stays the one source of truth.
+//! The published crates (and the Code Mode interpreter) carry their own
+//! copy of the WIT worlds, so they build outside this repository; `wit/`
+//! stays the one source of truth.
 
 use std::path::Path;
 
 #[test]
 fn the_crates_wit_copies_are_identical_to_wit() {
+    let copies = [
+        ("wit/world.wit", "host/wit/world.wit"),
+        ("wit/world.wit", "guest-sdk/wit/world.wit"),
+        ("wit/code/world.wit", "host/wit/code/world.wit"),
+        ("wit/code/world.wit", "code-mode/wit/world.wit"),
+    ];
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let source = std::fs::read(root.join("wit/world.wit")).unwrap();
-    for copy in ["host/wit/world.wit", "guest-sdk/wit/world.wit"] {
+    for (source, copy) in copies {
+        let original = std::fs::read(root.join(source)).unwrap();
         let copied = std::fs::read(root.join(copy)).unwrap();
         assert!(
-            copied == source,
-            "{copy} differs from wit/world.wit: copy it again \
-             (`cp wit/world.wit {copy}`) after changing the WIT"
+            copied == original,
+            "{copy} differs from {source}: copy it again \
+             (`cp {source} {copy}`) after changing the WIT"
         );
     }
 }

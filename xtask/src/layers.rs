@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("sink", 1),
     ("runtime", 2),
     ("settle", 3),
+    ("code", 4),
     ("facade", 4),
     ("manifest", 4),
     ("mcp", 5),

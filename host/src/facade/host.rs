@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::code::CodeMode;
 use crate::error::Error;
 use crate::facade::location::{Location, LocationState};
 use crate::model::approval::Approver;
@@ -43,6 +44,7 @@ pub struct HostBuilder {
     approver: Option<Arc<dyn Approver>>,
     http_limits: HttpLimits,
     http_roots: Vec<PathBuf>,
+    interpreter: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for HostBuilder {
@@ -55,6 +57,7 @@ impl fmt::Debug for HostBuilder {
             .field("output_dir", &self.output_dir)
             .field("cache_dir", &self.cache_dir)
             .field("cache_limit", &self.cache_limit)
+            .field("code_mode", &self.interpreter.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +80,7 @@ impl Default for HostBuilder {
             approver: None,
             http_limits: HttpLimits::default(),
             http_roots: Vec::new(),
+            interpreter: None,
         }
     }
 }
@@ -197,6 +201,17 @@ impl HostBuilder {
         self
     }
 
+    /// Turns Code Mode on (R34): every snapshot also advertises `execute`,
+    /// which runs a model's JavaScript program that calls the snapshot's
+    /// other tools. `interpreter` is the interpreter component (world
+    /// `toolhost:code/interpreter`, built from `code-mode/`; the `toolhost`
+    /// CLI embeds one). [`build`](HostBuilder::build) compiles it, or
+    /// loads it from the compile cache. Default: off.
+    pub fn code_mode(mut self, interpreter: impl Into<Vec<u8>>) -> Self {
+        self.interpreter = Some(interpreter.into());
+        self
+    }
+
     /// Builds the host: configures the engine and opens the output directory.
     ///
     /// With the `mcp` feature it also makes ring rustls's process-wide
@@ -210,6 +225,10 @@ impl HostBuilder {
             .cache_dir
             .map(|dir| CompileCache::new(dir, self.cache_limit));
         let runtime = Arc::new(Runtime::new(self.max_instances, cache)?);
+        let code = self
+            .interpreter
+            .map(|wasm| CodeMode::new(&runtime, &wasm).map(Arc::new))
+            .transpose()?;
         let output_dir = self.output_dir.unwrap_or_else(default_output_dir);
         // A broken output directory fails only calls that need retention,
         // with a clear operational error, not the whole host.
@@ -239,6 +258,7 @@ impl HostBuilder {
                     sink: self.sink,
                     hooks: self.hooks,
                 }),
+                code,
                 application: application_state(),
                 locations: Mutex::default(),
             }),
@@ -256,6 +276,7 @@ pub struct Host {
 struct HostInner {
     loader: Arc<Loader>,
     pipeline: Arc<Pipeline>,
+    code: Option<Arc<CodeMode>>,
     application: Arc<LocationState>,
     locations: Mutex<HashMap<PathBuf, Arc<LocationState>>>,
 }
@@ -323,6 +344,7 @@ impl Host {
         Location::new(
             self.inner.loader.clone(),
             self.inner.pipeline.clone(),
+            self.inner.code.clone(),
             state,
         )
     }

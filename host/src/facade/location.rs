@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::code::{CodeMode, with_execute};
 use crate::error::Error;
 use crate::facade::snapshot::Snapshot;
 use crate::model::tool::Tool;
@@ -78,6 +79,8 @@ struct SessionView {
 pub struct Location {
     pub(crate) loader: Arc<Loader>,
     pub(crate) pipeline: Arc<Pipeline>,
+    /// Code Mode, when the host has it on: snapshots then add `execute`.
+    code: Option<Arc<CodeMode>>,
     home: Arc<LocationState>,
     session: Option<SessionView>,
     overlay: Overlay,
@@ -97,12 +100,14 @@ impl Location {
     pub(crate) fn new(
         loader: Arc<Loader>,
         pipeline: Arc<Pipeline>,
+        code: Option<Arc<CodeMode>>,
         home: Arc<LocationState>,
     ) -> Location {
         let overlay = home.overlay.clone();
         Location {
             loader,
             pipeline,
+            code,
             home,
             session: None,
             overlay,
@@ -125,6 +130,7 @@ impl Location {
         Location {
             loader: self.loader.clone(),
             pipeline: self.pipeline.clone(),
+            code: self.code.clone(),
             home: self.home.clone(),
             overlay: self.home.overlay.under(scope.placement().clone()),
             session: Some(SessionView { id, scope }),
@@ -224,9 +230,17 @@ impl Location {
     }
 
     /// A snapshot with options: final step (R11), catalog filtering (R12).
+    /// With Code Mode on ([`HostBuilder::code_mode`](crate::HostBuilder::code_mode))
+    /// it also advertises `execute`, whose programs call this snapshot's
+    /// other tools (R34).
     pub fn snapshot_with(&self, options: &SnapshotOptions) -> Snapshot {
+        let captured = self.overlay.capture(options);
+        let tools = match &self.code {
+            Some(code) => with_execute(captured, code, &self.pipeline),
+            None => captured,
+        };
         Snapshot {
-            tools: Arc::new(self.overlay.capture(options)),
+            tools: Arc::new(tools),
             pipeline: self.pipeline.clone(),
         }
     }

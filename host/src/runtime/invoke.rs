@@ -3,6 +3,7 @@
 //! budgets and usage (R23).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value;
 use tokio::sync::SemaphorePermit;
@@ -159,25 +160,32 @@ impl WasmTool {
 }
 
 fn usage(store: &Store<StoreState>, inv: &Invocation<'_>, ended: &Ended) -> Usage {
-    let tripped = match ended {
-        Ended::Interrupted(Interruption::Fuel) => Some(Limit::Fuel),
-        Ended::Interrupted(Interruption::Deadline) => Some(Limit::Deadline),
-        Ended::Defect(DefectKind::MemoryLimit(_)) => Some(Limit::Memory),
+    metered_usage(store, inv.budget.fuel, inv.started, Some(ended))
+}
+
+/// What a store's guest consumed, and the limit that stopped it, if any.
+pub(crate) fn metered_usage(
+    store: &Store<StoreState>,
+    fuel: u64,
+    started: Instant,
+    stopped: Option<&Ended>,
+) -> Usage {
+    let tripped = match stopped {
+        Some(Ended::Interrupted(Interruption::Fuel)) => Some(Limit::Fuel),
+        Some(Ended::Interrupted(Interruption::Deadline)) => Some(Limit::Deadline),
+        Some(Ended::Defect(DefectKind::MemoryLimit(_))) => Some(Limit::Memory),
         _ => None,
     };
     Usage {
-        fuel_used: inv
-            .budget
-            .fuel
-            .saturating_sub(store.get_fuel().unwrap_or(0)),
-        wall_time: inv.started.elapsed(),
+        fuel_used: fuel.saturating_sub(store.get_fuel().unwrap_or(0)),
+        wall_time: started.elapsed(),
         peak_memory: store.data().limiter.peak,
         tripped,
         ..Usage::default()
     }
 }
 
-fn take_logs(state: &StoreState) -> Logs {
+pub(crate) fn take_logs(state: &StoreState) -> Logs {
     let (stdout, d1) = state.stdout.take();
     let (stderr, d2) = state.stderr.take();
     Logs {

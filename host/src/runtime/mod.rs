@@ -15,5 +15,6 @@ pub(crate) mod invoke;
 pub(crate) mod load;
 pub(crate) mod native;
 pub(crate) mod preflight;
+pub(crate) mod program;
 pub(crate) mod stdio;
 pub(crate) mod store;

@@ -11,6 +11,7 @@ use crate::model::budget::{Budget, FUEL_YIELD_INTERVAL};
 use crate::runtime::grants::Grants;
 use crate::runtime::http::HttpHooks;
 use crate::runtime::imports::call::CallState;
+use crate::runtime::imports::program::ProgramState;
 use crate::runtime::imports::registry::ActivationState;
 use crate::runtime::stdio::LogBuffer;
 
@@ -28,8 +29,9 @@ pub const MAX_HANDLES_PER_CALL: usize = 1024;
 /// Notes one store keeps for its call's warnings; more are dropped.
 const MAX_NOTES: usize = 16;
 
-/// Data of a store. `activation` is set only in an activation's store and
-/// `call` only in a call's, so each import is live only where it belongs.
+/// Data of a store. `activation` is set only in an activation's store,
+/// `call` only in a call's and `program` only in an interpreter's, so each
+/// import is live only where it belongs.
 pub(crate) struct StoreState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
@@ -38,6 +40,8 @@ pub(crate) struct StoreState {
     pub(crate) stderr: LogBuffer,
     pub(crate) activation: Option<ActivationState>,
     pub(crate) call: Option<CallState>,
+    /// Set only in a Code Mode interpreter's store.
+    pub(crate) program: Option<ProgramState>,
     /// What the host refused the guest on the way (e.g. a FIFO it tried to
     /// open): warnings of the call.
     pub(crate) notes: Vec<String>,
@@ -78,6 +82,8 @@ impl WasiView for StoreState {
 pub(crate) enum Role {
     Activation(ActivationState),
     Call(CallState),
+    /// A Code Mode program's interpreter.
+    Program(ProgramState),
 }
 
 /// A fresh store under `budget`, holding exactly `grants`.
@@ -90,9 +96,41 @@ pub(crate) fn new_store(
     let stdout = LogBuffer::default();
     let stderr = LogBuffer::default();
     let wasi = grants.wasi_ctx(&stdout, &stderr)?;
-    let (activation, call) = match role {
-        Role::Activation(a) => (Some(a), None),
-        Role::Call(c) => (None, Some(c)),
+    new_store_with(
+        engine,
+        Streams {
+            wasi,
+            stdout,
+            stderr,
+        },
+        budget,
+        role,
+    )
+}
+
+/// A store's WASI context and the buffers its stdout and stderr write to.
+pub(crate) struct Streams {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) stdout: LogBuffer,
+    pub(crate) stderr: LogBuffer,
+}
+
+/// A fresh store under `budget` with this WASI context.
+pub(crate) fn new_store_with(
+    engine: &Engine,
+    streams: Streams,
+    budget: &Budget,
+    role: Role,
+) -> Result<Store<StoreState>, Error> {
+    let Streams {
+        wasi,
+        stdout,
+        stderr,
+    } = streams;
+    let (activation, call, program) = match role {
+        Role::Activation(a) => (Some(a), None, None),
+        Role::Call(c) => (None, Some(c), None),
+        Role::Program(p) => (None, None, Some(p)),
     };
     let http_hooks = HttpHooks(call.as_ref().and_then(|c| c.http.clone()));
     let mut table = ResourceTable::new();
@@ -105,6 +143,7 @@ pub(crate) fn new_store(
         stderr,
         activation,
         call,
+        program,
         notes: Vec::new(),
         http: WasiHttpCtx::new(),
         http_hooks,

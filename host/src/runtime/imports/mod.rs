@@ -3,6 +3,7 @@
 
 pub(crate) mod call;
 pub(crate) mod filesystem;
+pub(crate) mod program;
 pub(crate) mod registry;
 
 use wasmtime::component::{HasData, Linker};

@@ -1,0 +1,99 @@
+//! Code Mode: the reserved tool `execute` runs a model-written JavaScript
+//! program in the interpreter component, and the program calls the other
+//! tools of the same snapshot and receives their machine outputs.
+//!
+//! The program is the body of an async function; `await tools.NAME(input)`
+//! settles tool `NAME` as a child call — input validation, permissions,
+//! budgets, bounding and events, exactly as if the model had called it —
+//! and resolves to its validated `output` (its content as text when it has
+//! no output schema), or rejects with its failure. `console.log` lines and
+//! the returned value (as JSON) are `execute`'s content.
+
+mod declarations;
+mod tool;
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::error::Error;
+use crate::model::schema::Schema;
+use crate::model::tool::{RESERVED_NAME, Tool};
+use crate::registry::snapshot::CapturedTools;
+use crate::runtime::engine::Runtime;
+use crate::runtime::program::Interpreter;
+use crate::settle::pipeline::Pipeline;
+
+use declarations::declarations;
+
+/// What `execute` tells the model before the declarations.
+const DESCRIPTION: &str = "Run a JavaScript program that calls the tools below and \
+returns only what matters. The program is the body of an async function: \
+`await tools.NAME(input)` calls a tool and gives its output (a tool without \
+an output type gives its text); a failed call throws an Error with the \
+tool's message, which the program may catch. Independent calls can run \
+together with `Promise.all`. `console.log(...)` lines and the value the \
+program returns (as JSON) are the result. The program has no files, \
+network, timers or wall clock: only the tools.";
+
+/// Code Mode of one host: the compiled interpreter and `execute`'s input
+/// schema, shared by every snapshot.
+pub(crate) struct CodeMode {
+    interpreter: Interpreter,
+    input_schema: Schema,
+}
+
+impl CodeMode {
+    /// Compiles `interpreter` (or loads it from the compile cache).
+    /// Blocking.
+    pub(crate) fn new(runtime: &Runtime, interpreter: &[u8]) -> Result<CodeMode, Error> {
+        let input_schema = Schema::compile(json!({
+            "type": "object",
+            "properties": {
+                "code": {
+                    "type": "string",
+                    "description": "The body of an async JavaScript function."
+                }
+            },
+            "required": ["code"],
+            "additionalProperties": false
+        }))
+        .map_err(|e| Error::Interpreter {
+            reason: e.to_string(),
+        })?;
+        Ok(CodeMode {
+            interpreter: Interpreter::new(runtime, interpreter)?,
+            input_schema,
+        })
+    }
+}
+
+/// `captured` plus `execute`, whose programs call the other captured tools.
+pub(crate) fn with_execute(
+    captured: CapturedTools,
+    code: &Arc<CodeMode>,
+    pipeline: &Arc<Pipeline>,
+) -> CapturedTools {
+    let inner = Arc::new(captured);
+    let description = format!("{DESCRIPTION}\n\n{}", declarations(&inner.definitions));
+    let executor = tool::CodeTool {
+        code: code.clone(),
+        tools: inner.clone(),
+        pipeline: pipeline.clone(),
+    };
+    let execute = Tool::from_parts(
+        description,
+        code.input_schema.clone(),
+        None,
+        Arc::new(executor),
+    );
+    let mut outer = CapturedTools::clone(&inner);
+    let at = outer
+        .definitions
+        .partition_point(|d| d.name.as_str() < RESERVED_NAME);
+    outer
+        .definitions
+        .insert(at, execute.definition(RESERVED_NAME));
+    outer.tools.insert(RESERVED_NAME.to_owned(), execute);
+    outer
+}

@@ -1,0 +1,186 @@
+//! Running a Code Mode program: the interpreter component (world
+//! `toolhost:code/interpreter`) in a fresh instance per program, under the
+//! same fuel, memory, deadline and cancellation as a tool call; its nested
+//! calls are the `host` import's (`imports::program`).
+
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::{Component, Linker};
+use wasmtime_wasi::{HostWallClock, WasiCtxBuilder};
+
+use crate::error::Error;
+use crate::model::budget::{Budget, Usage};
+use crate::model::execution::Ended;
+use crate::model::outcome::{FaultKind, HostFault, Interruption, Logs};
+use crate::runtime::classify::{Stop, classify};
+use crate::runtime::engine::Runtime;
+use crate::runtime::imports::program::{self as import, ProgramImport, ProgramState, Settler, wit};
+use crate::runtime::invoke::{metered_usage, take_logs};
+use crate::runtime::stdio::LogBuffer;
+use crate::runtime::store::{Role, StoreState, Streams, new_store_with};
+
+pub(crate) use wit::toolhost::code::types::RunError;
+
+/// The compiled, linked interpreter.
+pub(crate) struct Interpreter {
+    pre: wit::InterpreterPre<StoreState>,
+    max_instances: u32,
+}
+
+impl Interpreter {
+    /// Compiles (or loads from the cache) and links `wasm`, which must be a
+    /// component of the `toolhost:code/interpreter` world. Blocking.
+    pub(crate) fn new(runtime: &Runtime, wasm: &[u8]) -> Result<Interpreter, Error> {
+        let (component, _) = runtime.compile(wasm).map_err(|e| Error::Interpreter {
+            reason: format!("{e:#}"),
+        })?;
+        let pre = link(runtime, &component).map_err(|e| Error::Interpreter {
+            reason: format!("it does not link as world `toolhost:code/interpreter`: {e:#}"),
+        })?;
+        Ok(Interpreter {
+            pre,
+            max_instances: runtime.max_instances,
+        })
+    }
+
+    /// Runs `program` after `prelude` to its end.
+    pub(crate) async fn run(&self, run: ProgramRun<'_>) -> ProgramEnd {
+        let stdout = LogBuffer::default();
+        let stderr = LogBuffer::default();
+        let streams = Streams {
+            wasi: wasi_ctx(&stdout, &stderr),
+            stdout,
+            stderr,
+        };
+        let state = ProgramState::new(run.settler.clone(), run.calls_cancel.clone());
+        let engine = self.pre.instance_pre().engine();
+        let mut store = match new_store_with(engine, streams, &run.budget, Role::Program(state)) {
+            Ok(store) => store,
+            Err(e) => return ProgramEnd::early(setup_fault(e.to_string()), run.started),
+        };
+        let raced = self.race(&mut store, &run).await;
+        let console = match store.data_mut().program.take() {
+            Some(program) => program.finish().await,
+            None => String::new(),
+        };
+        let ended = match raced {
+            Err(i) => Err(Ended::Interrupted(i)),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => Err(match classify(&e, &store, self.max_instances) {
+                Stop::Fuel => Ended::Interrupted(Interruption::Fuel),
+                Stop::Defect(kind) => Ended::Defect(kind),
+                Stop::HostFault(fault) => Ended::HostFault(fault),
+            }),
+        };
+        ProgramEnd {
+            usage: metered_usage(&store, run.budget.fuel, run.started, ended.as_ref().err()),
+            logs: take_logs(store.data()),
+            ended,
+            console,
+        }
+    }
+
+    async fn race(
+        &self,
+        store: &mut wasmtime::Store<StoreState>,
+        run: &ProgramRun<'_>,
+    ) -> Result<wasmtime::Result<Result<String, RunError>>, Interruption> {
+        let go = async {
+            let instance = self.pre.instantiate_async(&mut *store).await?;
+            instance
+                .call_run(&mut *store, run.program, run.prelude)
+                .await
+        };
+        tokio::select! {
+            biased;
+            () = run.cancel.cancelled() => Err(Interruption::Cancelled),
+            () = tokio::time::sleep_until(run.deadline.into()) => Err(Interruption::Deadline),
+            r = go => Ok(r),
+        }
+    }
+}
+
+fn link(
+    runtime: &Runtime,
+    component: &Component,
+) -> wasmtime::Result<wit::InterpreterPre<StoreState>> {
+    let mut linker: Linker<StoreState> = Linker::new(&runtime.engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    import::add_to_linker(&mut linker, |s: &mut StoreState| ProgramImport {
+        program: s.program.as_mut(),
+    })?;
+    wit::InterpreterPre::new(linker.instantiate_pre(component)?)
+}
+
+/// WASI with nothing granted: no files, environment, sockets or stdin, and
+/// a wall clock stopped at the epoch (monotonic time still runs).
+fn wasi_ctx(stdout: &LogBuffer, stderr: &LogBuffer) -> wasmtime_wasi::WasiCtx {
+    WasiCtxBuilder::new()
+        .stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .wall_clock(StoppedClock)
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build()
+}
+
+/// A wall clock that always reads the epoch: programs get no wall time.
+struct StoppedClock;
+
+impl HostWallClock for StoppedClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// What one program run needs.
+pub(crate) struct ProgramRun<'a> {
+    pub(crate) program: &'a str,
+    pub(crate) prelude: &'a str,
+    pub(crate) budget: Budget,
+    pub(crate) settler: Settler,
+    pub(crate) started: Instant,
+    pub(crate) deadline: Instant,
+    pub(crate) cancel: &'a CancellationToken,
+    /// Cancels the nested calls; the settler gives it to each of them.
+    pub(crate) calls_cancel: CancellationToken,
+}
+
+/// How a program ended, with what it consumed and printed.
+#[derive(Debug)]
+pub(crate) struct ProgramEnd {
+    /// The JSON text it returned, or the error that ended it; or how the
+    /// interpreter was stopped (an interruption, a defect or a host fault).
+    pub(crate) ended: Result<Result<String, RunError>, Ended>,
+    pub(crate) usage: Usage,
+    pub(crate) logs: Logs,
+    /// Its `console.log` lines, one per line, bounded.
+    pub(crate) console: String,
+}
+
+impl ProgramEnd {
+    fn early(stopped: Ended, started: Instant) -> ProgramEnd {
+        ProgramEnd {
+            ended: Err(stopped),
+            usage: Usage {
+                wall_time: started.elapsed(),
+                ..Usage::default()
+            },
+            logs: Logs::default(),
+            console: String::new(),
+        }
+    }
+}
+
+fn setup_fault(reason: String) -> Ended {
+    Ended::HostFault(HostFault::new(
+        FaultKind::Setup,
+        format!("cannot set up the Code Mode interpreter: {reason}"),
+    ))
+}
