@@ -16,6 +16,59 @@ toolhost_tests::plugin_paths!();
 
 const ECHO_INPUT: &str = r#"{"message":"hello"}"#;
 
+/// The system allocator, counting each thread's allocations so the report
+/// can show how many one settled call makes. Per thread, so the count adds
+/// no shared atomic that would distort the two-worker throughput.
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count_allocation() {
+    ALLOCATIONS.with(|n| n.set(n.get() + 1));
+}
+
+// SAFETY: defers every operation to `System`, only counting.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        count_allocation();
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: as above.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        count_allocation();
+        // SAFETY: as above.
+        unsafe { std::alloc::System.realloc(ptr, layout, size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations (and reallocations) per settled call of `tool`, over `n`
+/// calls run on this thread (settlement runs wasm and native tools in
+/// place, on the caller's task).
+fn allocations_per_call(rt: &tokio::runtime::Runtime, snapshot: &Snapshot, tool: &str) -> f64 {
+    let n = 1_000;
+    let before = ALLOCATIONS.with(std::cell::Cell::get);
+    rt.block_on(async {
+        for _ in 0..n {
+            snapshot
+                .settle(Call::new(tool, ECHO_INPUT, context("bench")))
+                .await;
+        }
+    });
+    let after = ALLOCATIONS.with(std::cell::Cell::get);
+    (after - before) as f64 / n as f64
+}
+
 fn native_echo() -> Tool {
     Tool::native(
         "echo",
@@ -95,6 +148,12 @@ fn micros(d: Duration) -> String {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, mode, n, cache] = args.as_slice()
+        && flag == "--count"
+    {
+        return count_calls(mode, n.parse().unwrap(), Path::new(cache));
+    }
     let outputs = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -158,6 +217,11 @@ fn main() {
     println!(
         "  ratio wasm / native (goal <= 10x):  {:.1}x",
         wasm.median.as_secs_f64() / nat.median.as_secs_f64()
+    );
+    println!(
+        "allocations per settled call          wasm {:.0}, native {:.0}",
+        allocations_per_call(&rt, &snapshot, "echo"),
+        allocations_per_call(&rt, &native, "echo")
     );
     println!(
         "  goal: wasm median <= 20 µs:         {}",
@@ -299,6 +363,124 @@ fn main() {
     );
 
     code_mode(&rt, cache.path());
+    instructions(cache.path());
+}
+
+/// The kinds of echo call whose instructions the report counts.
+const COUNTED: &[(&str, &str)] = &[
+    ("settled", "settled echo, wasm (fresh instance)"),
+    ("fresh", "fresh-instance echo (no settlement)"),
+    ("warm", "warm-instance echo (no settlement)"),
+    ("native", "settled echo, native"),
+];
+
+/// Instructions per call of each kind in [`COUNTED`], counted by callgrind:
+/// the difference between runs of 1,100 and 100 calls, so start-up cancels
+/// out. Unlike times, these do not move with the machine's load.
+fn instructions(cache: &Path) {
+    println!("\ninstructions per call (callgrind; repeatable, unlike times)");
+    let exe = std::env::current_exe().unwrap();
+    // Under valgrind the CPU looks different, so the engine compiles anew
+    // once: fill the compile cache before counting.
+    callgrind_total(&exe, "settled", 1, cache);
+    let mut per_call = Vec::new();
+    for (mode, label) in COUNTED {
+        let count = |n: u64| callgrind_total(&exe, mode, n, cache);
+        let (Some(few), Some(many)) = (count(100), count(1100)) else {
+            println!("  skipped: `valgrind --tool=callgrind` did not run (is valgrind installed?)");
+            return;
+        };
+        let each = many.saturating_sub(few) as f64 / 1000.0;
+        println!("{label:<38}{:>10.0}", each);
+        per_call.push(each);
+    }
+    println!(
+        "  ratio fresh / warm (isolation tax):  {:.1}x",
+        per_call[1] / per_call[2]
+    );
+    println!(
+        "  ratio settled wasm / native:         {:.1}x",
+        per_call[0] / per_call[3]
+    );
+}
+
+/// Instructions callgrind counted for `report --count MODE N`.
+fn callgrind_total(exe: &Path, mode: &str, n: u64, cache: &Path) -> Option<u64> {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let status = std::process::Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.path().display()))
+        .arg(exe)
+        .args(["--count", mode, &n.to_string()])
+        .arg(cache)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .ok()?;
+    if !status.success() {
+        return None;
+    }
+    let text = std::fs::read_to_string(out.path()).ok()?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary: ")
+                .or_else(|| l.strip_prefix("totals: "))
+        })
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// `report --count MODE N CACHE`: one warm-up call, then `n` echo calls
+/// of `mode`, on one thread; the report runs this under callgrind.
+fn count_calls(mode: &str, n: u64, cache: &Path) {
+    let outputs = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Few instance slots: valgrind cannot map the default pool's reservation.
+    let host = Host::builder()
+        .output_dir(outputs.path())
+        .cache_dir(cache)
+        .max_instances(4)
+        .build()
+        .unwrap();
+    let location = host.location("/count");
+    rt.block_on(async {
+        match mode {
+            "settled" | "native" => {
+                let _activation = location
+                    .load(TEXT_TOOLS, &PluginOptions::default())
+                    .await
+                    .unwrap();
+                let native = host.location("/count-native");
+                let _native = native.register([("echo", native_echo())]).unwrap();
+                let snapshot = if mode == "native" {
+                    native.snapshot()
+                } else {
+                    location.snapshot()
+                };
+                for _ in 0..=n {
+                    snapshot
+                        .settle(Call::new("echo", ECHO_INPUT, context("bench")))
+                        .await;
+                }
+            }
+            "fresh" => {
+                let plugin = host
+                    .load(TEXT_TOOLS, &PluginOptions::default())
+                    .await
+                    .unwrap();
+                toolhost::bench_support::fresh_calls(&plugin, "echo", ECHO_INPUT, n + 1)
+                    .await
+                    .unwrap();
+            }
+            "warm" => {
+                let mut warm = Warm::new(Path::new(TEXT_TOOLS), true).await.unwrap();
+                warm.calls("echo", ECHO_INPUT, n + 1).await.unwrap();
+            }
+            other => panic!("unknown mode {other}"),
+        }
+    });
 }
 
 /// Code Mode: the interpreter's start-up with a trivial program, and a
