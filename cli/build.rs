@@ -51,7 +51,7 @@ fn main() {
 /// directory's `plugins/` (where the tests build it too) and returns it.
 fn build_interpreter(root: &Path) -> PathBuf {
     let source = root.join("code-mode");
-    for watched in ["src", "wit", "Cargo.toml", "Cargo.lock"] {
+    for watched in ["src", "wit", "build.rs", "Cargo.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", source.join(watched).display());
     }
     let target = env::var_os("CARGO_TARGET_DIR")

@@ -50,6 +50,7 @@ fn main() {
     for watched in [
         "example-plugins",
         "code-mode/src",
+        "code-mode/build.rs",
         "code-mode/Cargo.toml",
         "code-mode/wit",
         "guest-sdk/src",

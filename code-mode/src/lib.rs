@@ -32,6 +32,12 @@ const RECURSION_LIMIT: usize = 400;
 /// The line the wrapper adds before the program.
 const PRELUDE_LINES: u32 = 1;
 
+/// Brackets a program may nest: deeper than programs are written, and
+/// within what the parser's recursion fits in both stacks: the linear
+/// memory one (see build.rs) and wasmtime's 512 KiB native one, which
+/// about 128 levels of nested arrow functions fill.
+const MAX_NESTING: usize = 64;
+
 thread_local! {
     /// The promises of calls in flight, by call number.
     static PENDING: RefCell<HashMap<u32, ResolvingFunctions>> = RefCell::new(HashMap::new());
@@ -49,6 +55,7 @@ impl Guest for Interpreter {
         context
             .eval(Source::from_bytes(prelude.as_bytes()))
             .map_err(|e| uncaught(e, &mut context))?;
+        check_nesting(&program)?;
         let wrapped = format!("(async () => {{\n{program}\n}})()");
         let script = Script::parse(Source::from_bytes(wrapped.as_bytes()), None, &mut context)
             .map_err(|_| syntax_error(&wrapped))?;
@@ -247,6 +254,66 @@ fn syntax_error(wrapped: &str) -> RunError {
         line,
         column: position.map(|p| p.column_number()),
     }
+}
+
+/// Refuses a program whose brackets nest deeper than [`MAX_NESTING`],
+/// before the parser's recursion could exhaust the stack. Strings and
+/// comments are skipped and template literals are treated as strings, so
+/// nesting inside `${…}` goes uncounted: such a program still cannot harm
+/// the host, it ends as a stack-overflow defect instead of this error.
+fn check_nesting(program: &str) -> Result<(), RunError> {
+    let mut depth = 0usize;
+    let (mut line, mut column) = (1u32, 0u32);
+    let mut chars = program.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        column += 1;
+        if c == '\n' {
+            (line, column) = (line + 1, 0);
+        }
+        match quote {
+            Some(_) if c == '\\' => {
+                chars.next();
+                column += 1;
+            }
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '"' | '\'' | '`' => quote = Some(c),
+                '/' if chars.peek() == Some(&'/') => {
+                    while chars.next_if(|&n| n != '\n').is_some() {}
+                }
+                '/' if chars.peek() == Some(&'*') => {
+                    chars.next();
+                    let mut last = ' ';
+                    for n in chars.by_ref() {
+                        if n == '\n' {
+                            (line, column) = (line + 1, 0);
+                        }
+                        if last == '*' && n == '/' {
+                            break;
+                        }
+                        last = n;
+                    }
+                }
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_NESTING {
+                        return Err(RunError {
+                            message: format!(
+                                "SyntaxError: brackets nest more than {MAX_NESTING} deep; flatten the program"
+                            ),
+                            line: Some(line),
+                            column: Some(column),
+                        });
+                    }
+                }
+                ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    Ok(())
 }
 
 export!(Interpreter);

@@ -612,3 +612,17 @@ async fn r34_a_program_is_limited_in_tool_calls() {
         r#""a program may make at most 1000 tool calls""#
     );
 }
+
+#[tokio::test]
+async fn r34_bracket_nesting_is_bounded_before_the_parser_can_overflow() {
+    let host = code_host(Budget::default()).await;
+    let snapshot = host.location.snapshot();
+    let nested = |depth: usize| format!("return {}1{};", "(".repeat(depth), ")".repeat(depth));
+    assert_eq!(text(&run(&snapshot, &nested(64)).await), "1");
+    let refused = error_message(&run(&snapshot, &format!("\n{}", nested(100_000))).await);
+    assert!(
+        refused.starts_with("SyntaxError: brackets nest more than 64 deep")
+            && refused.ends_with("(line 2, column 72)"),
+        "{refused}"
+    );
+}

@@ -53,7 +53,7 @@ impl Executor for CodeTool {
     }
 
     fn plugin(&self) -> Option<&PluginInfo> {
-        None
+        Some(&self.code.interpreter.info)
     }
 }
 

@@ -119,7 +119,8 @@ impl Tool {
         }
     }
 
-    /// The plugin providing this tool, for wasm tools.
+    /// The plugin providing this tool: a wasm plugin, or `code-mode` (the
+    /// interpreter) for `execute`; `None` for native tools.
     pub fn plugin(&self) -> Option<&PluginInfo> {
         self.inner.executor.plugin()
     }
