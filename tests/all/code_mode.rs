@@ -268,6 +268,36 @@ async fn r34_a_program_that_loops_forever_is_interrupted_by_its_deadline() {
 }
 
 #[tokio::test]
+async fn r34_cancelling_a_spinning_program_interrupts_it_promptly() {
+    let host = code_host(Budget {
+        fuel: 1 << 50,
+        ..Budget::default()
+    })
+    .await;
+    let snapshot = host.location.snapshot();
+    let cancel = CancellationToken::new();
+    let call = Call::new(
+        "execute",
+        json!({ "code": "while (true) {}" }).to_string(),
+        context("exec-1"),
+    )
+    .with_cancel(cancel.clone());
+    let settle = tokio::spawn(async move { snapshot.settle(call).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancelled = Instant::now();
+    cancel.cancel();
+    let settled = settle.await.unwrap();
+    // Fuel yields every 50,000 units: the interpreter stops within about
+    // a millisecond; the bound is loose for a loaded CI machine.
+    assert!(
+        cancelled.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        cancelled.elapsed()
+    );
+    assert_interrupted(&settled, Interruption::Cancelled);
+}
+
+#[tokio::test]
 async fn r34_cancelling_execute_interrupts_the_program_and_its_calls_in_flight() {
     // Fuel enough that only the cancel stops the spinning calls.
     let host = code_host(Budget {
