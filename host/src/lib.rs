@@ -8,6 +8,9 @@
 //! tools' JSON Schemas, runs each wasm call in a fresh instance under fuel,
 //! deadline and memory budgets, bounds what reaches the model (retaining the
 //! full output), and reports progress and outcomes to an [`EventSink`].
+//! With Code Mode on ([`HostBuilder::code_mode`]), snapshots also advertise
+//! `execute`, which runs a model's JavaScript program in a sandboxed
+//! interpreter component; the program's tool calls settle as child calls.
 //!
 //! # Example
 //!
