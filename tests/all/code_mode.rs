@@ -79,6 +79,14 @@ impl Recorder {
     fn settled(&self) -> Vec<Settlement> {
         self.0.lock().unwrap().clone()
     }
+
+    /// The recorded settlements of `tool`, in order.
+    fn of(&self, tool: &str) -> Vec<Settlement> {
+        self.settled()
+            .into_iter()
+            .filter(|s| s.tool == tool)
+            .collect()
+    }
 }
 
 async fn run(snapshot: &Snapshot, code: &str) -> Settlement {
@@ -188,12 +196,7 @@ async fn r34_a_caught_tool_failure_lets_the_program_continue() {
     )
     .await;
     assert_eq!(text(&settled), "caught: boom\n\"after\"");
-    let failed: Vec<Settlement> = host
-        .events
-        .settled()
-        .into_iter()
-        .filter(|s| s.tool == "fail")
-        .collect();
+    let failed = host.events.of("fail");
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0].outcome.status(), "error");
 }
@@ -337,12 +340,7 @@ async fn r34_cancelling_execute_interrupts_the_program_and_its_calls_in_flight()
     let settled = settle.await.unwrap();
     assert!(cancelled.elapsed() < Duration::from_secs(5));
     assert_interrupted(&settled, Interruption::Cancelled);
-    let spun: Vec<Settlement> = host
-        .events
-        .settled()
-        .into_iter()
-        .filter(|s| s.tool == "spin_forever")
-        .collect();
+    let spun = host.events.of("spin_forever");
     assert_eq!(spun.len(), 2, "each nested call records its own outcome");
     for s in spun {
         assert_interrupted(&s, Interruption::Cancelled);
@@ -362,12 +360,7 @@ async fn r34_a_nested_defect_rejects_with_a_message_that_says_so() {
         returned.contains("the call of `panic` failed"),
         "{returned}"
     );
-    let panicked: Vec<Settlement> = host
-        .events
-        .settled()
-        .into_iter()
-        .filter(|s| s.tool == "panic")
-        .collect();
+    let panicked = host.events.of("panic");
     assert_eq!(panicked[0].outcome.status(), "defect");
 }
 
@@ -538,12 +531,9 @@ async fn r34_a_nested_call_past_its_deadline_rejects_and_is_recorded_as_interrup
         text(&settled),
         "\"the call of `spin_forever` was interrupted: deadline exceeded\""
     );
-    let spun = events
-        .settled()
-        .into_iter()
-        .find(|s| s.tool == "spin_forever")
-        .unwrap();
-    assert_interrupted(&spun, Interruption::Deadline);
+    let spun = events.of("spin_forever");
+    assert_eq!(spun.len(), 1);
+    assert_interrupted(&spun[0], Interruption::Deadline);
 }
 
 #[test]

@@ -2,11 +2,13 @@
 //! so cancellation and the deadline stop even a spinning guest (R22),
 //! budgets and usage (R23).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 use tokio::sync::SemaphorePermit;
+use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 
 use crate::model::budget::{Limit, Usage};
@@ -102,12 +104,8 @@ impl WasmTool {
     /// Waits for one of the plugin's slots (a bounded queue), giving up on
     /// cancellation or at the deadline: queueing counts against it.
     async fn slot(&self, inv: &Invocation<'_>) -> Result<SemaphorePermit<'_>, Interruption> {
-        tokio::select! {
-            biased;
-            () = inv.cancel.cancelled() => Err(Interruption::Cancelled),
-            () = tokio::time::sleep_until(inv.deadline.into()) => Err(Interruption::Deadline),
-            permit = self.plugin.slots.acquire() => permit.map_err(|_| Interruption::Cancelled),
-        }
+        let permit = interruptible(inv.cancel, inv.deadline, self.plugin.slots.acquire()).await?;
+        permit.map_err(|_| Interruption::Cancelled)
     }
 
     /// Instantiates and calls the guest, racing cancellation and the deadline.
@@ -125,12 +123,7 @@ impl WasmTool {
                 .call_execute(&mut *store, &self.name, inv.input_text, &context)
                 .await
         };
-        tokio::select! {
-            biased;
-            () = inv.cancel.cancelled() => Err(Interruption::Cancelled),
-            () = tokio::time::sleep_until(inv.deadline.into()) => Err(Interruption::Deadline),
-            r = run => Ok(r),
-        }
+        interruptible(inv.cancel, inv.deadline, run).await
     }
 
     fn ended(
@@ -156,6 +149,21 @@ impl WasmTool {
                 Stop::HostFault(fault) => Ended::HostFault(fault),
             },
         }
+    }
+}
+
+/// Runs `work` until it ends, `cancel` fires or `deadline` passes,
+/// whichever is first (cancellation wins ties).
+pub(crate) async fn interruptible<F: Future>(
+    cancel: &CancellationToken,
+    deadline: Instant,
+    work: F,
+) -> Result<F::Output, Interruption> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(Interruption::Cancelled),
+        () = tokio::time::sleep_until(deadline.into()) => Err(Interruption::Deadline),
+        r = work => Ok(r),
     }
 }
 

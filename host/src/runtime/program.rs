@@ -17,7 +17,7 @@ use crate::model::plugin::PluginInfo;
 use crate::runtime::classify::{Stop, classify};
 use crate::runtime::engine::Runtime;
 use crate::runtime::imports::program::{self as import, ProgramImport, ProgramState, Settler, wit};
-use crate::runtime::invoke::{metered_usage, take_logs};
+use crate::runtime::invoke::{interruptible, metered_usage, take_logs};
 use crate::runtime::stdio::LogBuffer;
 use crate::runtime::store::{Role, StoreState, Streams, new_store_with};
 
@@ -103,12 +103,7 @@ impl Interpreter {
                 .call_run(&mut *store, run.program, run.prelude)
                 .await
         };
-        tokio::select! {
-            biased;
-            () = run.cancel.cancelled() => Err(Interruption::Cancelled),
-            () = tokio::time::sleep_until(run.deadline.into()) => Err(Interruption::Deadline),
-            r = go => Ok(r),
-        }
+        interruptible(run.cancel, run.deadline, go).await
     }
 }
 
