@@ -588,4 +588,32 @@ fn code_mode(rt: &tokio::runtime::Runtime, cache: &Path) {
         "  ratio nested / direct:                {:.2}x",
         hundred_nested.as_secs_f64() / hundred_direct.as_secs_f64()
     );
+
+    // Each model request takes a snapshot; with Code Mode on it also
+    // renders `execute`'s declarations.
+    let plain_host = Host::builder()
+        .output_dir(outputs.path())
+        .cache_dir(cache)
+        .build()
+        .unwrap();
+    let plain = plain_host.location("/bench-plain");
+    let _plain_text = rt
+        .block_on(plain.load(TEXT_TOOLS, &PluginOptions::default()))
+        .unwrap();
+    let (off, on) = (snapshot_time(&plain), snapshot_time(&location));
+    println!(
+        "snapshot (text-tools), Code Mode off   mean {}",
+        micros(off)
+    );
+    println!("snapshot (text-tools), Code Mode on    mean {}", micros(on));
+}
+
+/// Mean time `location.snapshot()` takes, over 2,000 snapshots.
+fn snapshot_time(location: &toolhost::Location) -> Duration {
+    let n = 2_000;
+    let start = Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(location.snapshot());
+    }
+    start.elapsed() / n
 }

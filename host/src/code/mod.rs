@@ -10,6 +10,7 @@
 //! the returned value (as JSON) are `execute`'s content.
 
 mod declarations;
+mod descriptions;
 mod tool;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use crate::runtime::program::Interpreter;
 use crate::settle::pipeline::Pipeline;
 
 use declarations::declarations;
+use descriptions::Descriptions;
 
 /// What `execute` tells the model before the declarations.
 const DESCRIPTION: &str = "Run a JavaScript program that calls the tools below and \
@@ -36,11 +38,12 @@ together with `Promise.all`. `console.log(...)` lines and the value the \
 program returns (as JSON) are the result. The program has no files, \
 network, timers or wall clock: only the tools.";
 
-/// Code Mode of one host: the compiled interpreter and `execute`'s input
-/// schema, shared by every snapshot.
+/// Code Mode of one host: the compiled interpreter, `execute`'s input
+/// schema and its descriptions of recent tool sets, shared by every snapshot.
 pub(crate) struct CodeMode {
     interpreter: Interpreter,
     input_schema: Schema,
+    descriptions: Descriptions,
 }
 
 impl CodeMode {
@@ -64,21 +67,30 @@ impl CodeMode {
         Ok(CodeMode {
             interpreter: Interpreter::new(runtime, interpreter)?,
             input_schema,
+            descriptions: Descriptions::default(),
         })
     }
 }
 
 /// `captured` plus `execute`, whose programs call the other captured tools.
 pub(crate) fn with_execute(
-    captured: CapturedTools,
+    mut captured: CapturedTools,
     code: &Arc<CodeMode>,
     pipeline: &Arc<Pipeline>,
 ) -> CapturedTools {
-    let inner = Arc::new(captured);
-    let description = format!("{DESCRIPTION}\n\n{}", declarations(&inner.definitions));
+    let description = code.descriptions.get(&captured, || {
+        format!("{DESCRIPTION}\n\n{}", declarations(&captured.definitions))
+    });
+    // Programs only resolve and settle tools, so their copy of the snapshot
+    // needs no definitions: cloning the map shares every tool.
+    let callable = CapturedTools {
+        definitions: Vec::new(),
+        tools: captured.tools.clone(),
+        final_step: captured.final_step,
+    };
     let executor = tool::CodeTool {
         code: code.clone(),
-        tools: inner.clone(),
+        tools: Arc::new(callable),
         pipeline: pipeline.clone(),
     };
     let execute = Tool::from_parts(
@@ -87,13 +99,12 @@ pub(crate) fn with_execute(
         None,
         Arc::new(executor),
     );
-    let mut outer = CapturedTools::clone(&inner);
-    let at = outer
+    let at = captured
         .definitions
         .partition_point(|d| d.name.as_str() < RESERVED_NAME);
-    outer
+    captured
         .definitions
         .insert(at, execute.definition(RESERVED_NAME));
-    outer.tools.insert(RESERVED_NAME.to_owned(), execute);
-    outer
+    captured.tools.insert(RESERVED_NAME.to_owned(), execute);
+    captured
 }

@@ -42,7 +42,8 @@ const PARTIAL_CONSOLE_BYTES: usize = 8 << 10;
 /// Runs one program against the tools captured with it.
 pub(super) struct CodeTool {
     pub(super) code: Arc<CodeMode>,
-    /// The snapshot's tools, without `execute` itself.
+    /// The snapshot's tools, without `execute` itself; no definitions,
+    /// since programs only resolve and settle.
     pub(super) tools: Arc<CapturedTools>,
     pub(super) pipeline: Arc<Pipeline>,
 }

@@ -1,7 +1,7 @@
 //! The one tool value: native Rust tools and wasm tools alike.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -40,6 +40,17 @@ impl fmt::Debug for Tool {
             .field("description", &self.inner.description)
             .field("provider", &self.provider())
             .finish_non_exhaustive()
+    }
+}
+
+/// A tool's identity without its contents: see [`Tool::downgrade`].
+pub(crate) struct WeakTool(Weak<ToolInner>);
+
+impl WeakTool {
+    /// Whether `tool` is the tool this was made from. Exact: the weak
+    /// reference keeps the allocation, so no other tool can take its address.
+    pub(crate) fn is(&self, tool: &Tool) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&tool.inner))
     }
 }
 
@@ -149,6 +160,12 @@ impl Tool {
     /// Whether two handles are the same captured tool.
     pub fn ptr_eq(&self, other: &Tool) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A handle that recognizes this tool without keeping it (or its
+    /// plugin) alive.
+    pub(crate) fn downgrade(&self) -> WeakTool {
+        WeakTool(Arc::downgrade(&self.inner))
     }
 }
 
