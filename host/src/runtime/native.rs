@@ -19,6 +19,7 @@ use crate::model::outcome::{DefectKind, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
 use crate::model::schema::{Schema, SchemaError};
 use crate::model::tool::Tool;
+use crate::runtime::invoke::interruptible;
 
 type NativeFuture = Pin<Box<dyn Future<Output = Result<ToolResponse, ToolFailure>> + Send>>;
 
@@ -81,15 +82,11 @@ impl Executor for NativeTool {
             // A panicking native tool becomes a defect, not a crashed host;
             // cancellation and the deadline drop its future.
             let run = AssertUnwindSafe((self.0)(inv.input, cx)).catch_unwind();
-            let ended = tokio::select! {
-                biased;
-                () = inv.cancel.cancelled() => Ended::Interrupted(Interruption::Cancelled),
-                () = tokio::time::sleep_until(inv.deadline.into()) => Ended::Interrupted(Interruption::Deadline),
-                finished = run => match finished {
-                    Ok(Ok(r)) => Ended::Response(r),
-                    Ok(Err(f)) => Ended::ToolFailure(f),
-                    Err(panic) => Ended::Defect(DefectKind::Panic(panic_text(panic.as_ref()))),
-                },
+            let ended = match interruptible(inv.cancel, inv.deadline, run).await {
+                Err(interruption) => Ended::Interrupted(interruption),
+                Ok(Ok(Ok(r))) => Ended::Response(r),
+                Ok(Ok(Err(f))) => Ended::ToolFailure(f),
+                Ok(Err(panic)) => Ended::Defect(DefectKind::Panic(panic_text(panic.as_ref()))),
             };
             let tripped = matches!(ended, Ended::Interrupted(Interruption::Deadline))
                 .then_some(Limit::Deadline);
