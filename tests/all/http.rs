@@ -328,6 +328,45 @@ async fn r36_a_name_that_resolves_to_loopback_needs_a_grant_of_the_ip_or_localho
 }
 
 #[tokio::test]
+async fn r36_names_of_special_purpose_addresses_are_refused_before_connecting() {
+    // Each name is an IPv4 address to the resolver (not an IP literal to the
+    // grant): IETF protocol assignments, documentation, benchmarking,
+    // reserved, deprecated and anycast blocks the old check let through.
+    let names = [
+        ("192.0.0.1", "3221225473"),
+        ("192.0.0.9", "3221225481"),
+        ("192.0.2.1", "3221225985"),
+        ("192.31.196.1", "3223307265"),
+        ("192.88.99.1", "3227017985"),
+        ("198.18.0.1", "3323068417"),
+        ("198.51.100.1", "3325256705"),
+        ("203.0.113.1", "3405803777"),
+        ("240.0.0.1", "4026531841"),
+    ];
+    let grants: Vec<String> = names
+        .iter()
+        .map(|(_, name)| format!("http://{name}:9/*"))
+        .collect();
+    let grants: Vec<&str> = grants.iter().map(String::as_str).collect();
+    let setup = http_tools(&grants, |b| b, PluginOptions::default()).await;
+    for (address, name) in names {
+        let s = fetch(&setup, &format!("http://{name}:9/")).await;
+        assert!(
+            failure(&s).contains("DestinationIpProhibited"),
+            "{address}: {}",
+            failure(&s)
+        );
+    }
+    let audit = setup.audit.0.lock().unwrap();
+    assert_eq!(audit.len(), names.len());
+    assert!(
+        audit
+            .iter()
+            .all(|e| e.error.as_deref() == Some("DestinationIpProhibited") && e.status.is_none())
+    );
+}
+
+#[tokio::test]
 async fn r36_redirects_are_not_followed() {
     let (elsewhere, elsewhere_seen) = serve(Answer::Json("{}"), None).await;
     let (addr, seen) = serve(Answer::Redirect(format!("http://{elsewhere}/")), None).await;

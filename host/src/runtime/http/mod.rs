@@ -2,10 +2,12 @@
 //! and every request goes through the host's own client. Nothing is
 //! reachable without an origin grant; names that resolve to loopback,
 //! private or link-local addresses are refused unless the grant names that
-//! IP or `localhost`; permission rules can still deny or ask; each call has
+//! IP or `localhost` (`address` holds the special-purpose registries that
+//! say which are internal); permission rules can still deny or ask; each call has
 //! a budget of requests, concurrency and body bytes, all within its
 //! deadline; every request is an audited event under the call's ids.
 
+mod address;
 pub(crate) mod grant;
 mod send;
 pub(crate) mod tls;

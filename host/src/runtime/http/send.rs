@@ -3,7 +3,7 @@
 //! and cancellation — then bodies counted against their caps, and one
 //! audit event when the exchange ends.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,8 @@ use crate::model::approval::PermissionRequest;
 use crate::model::event::RequestEvent;
 use crate::permission::Effect;
 use crate::runtime::http::CallHttp;
-use crate::runtime::http::grant::{HttpGrant, is_internal};
+use crate::runtime::http::address::{is_internal, row_of};
+use crate::runtime::http::grant::HttpGrant;
 
 /// The longest a connection may take to open, within the call's deadline.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -151,8 +152,9 @@ async fn allowed<'a>(call: &'a CallHttp, target: &Target) -> Result<&'a HttpGran
     Ok(grant)
 }
 
-/// The addresses of the host that the grant may reach: internal ones only
-/// when the grant names that IP or `localhost` (R36).
+/// The addresses of the host that the grant may reach: resolved once, and
+/// only these are connected to (no second lookup a name could answer
+/// differently).
 async fn resolve(target: &Target, grant: &HttpGrant) -> Result<Vec<SocketAddr>, Error> {
     let found: Vec<SocketAddr> = tokio::net::lookup_host((target.host.as_str(), target.port))
         .await
@@ -161,17 +163,33 @@ async fn resolve(target: &Target, grant: &HttpGrant) -> Result<Vec<SocketAddr>, 
             info_code: None,
         })?
         .collect();
+    checked(found, grant)
+}
+
+/// Every address found, checked: internal ones stay only when the grant
+/// names that IP or `localhost` (R36).
+fn checked(found: Vec<SocketAddr>, grant: &HttpGrant) -> Result<Vec<SocketAddr>, Error> {
     if found.is_empty() {
         return Err(Error::DestinationNotFound);
     }
     let allowed: Vec<SocketAddr> = found
         .into_iter()
-        .filter(|a| !is_internal(a.ip()) || grant.may_reach(a.ip()))
+        .filter(|a| reachable(a.ip(), grant))
         .collect();
     if allowed.is_empty() {
         return Err(Error::DestinationIpProhibited);
     }
     Ok(allowed)
+}
+
+fn reachable(ip: IpAddr, grant: &HttpGrant) -> bool {
+    if !is_internal(ip) || grant.may_reach(ip) {
+        return true;
+    }
+    if let Some(row) = row_of(ip) {
+        tracing::debug!(%ip, %grant, block = %row.net, name = row.name, rfc = row.rfc, "refused an internal address");
+    }
+    false
 }
 
 async fn connect(addrs: &[SocketAddr], timeout: Duration) -> Result<TcpStream, Error> {
@@ -424,5 +442,45 @@ impl Body for Counted {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addrs(ips: &[&str]) -> Vec<SocketAddr> {
+        ips.iter()
+            .map(|ip| SocketAddr::new(ip.parse().unwrap(), 80))
+            .collect()
+    }
+
+    #[test]
+    fn r36_only_the_checked_addresses_of_a_name_are_kept() {
+        let by_name: HttpGrant = "http://api.example.com/*".parse().unwrap();
+        let mixed = addrs(&[
+            "10.0.0.1",
+            "93.184.216.34",
+            "64:ff9b::a9fe:a9fe",
+            "2606:4700::1",
+        ]);
+        assert_eq!(
+            checked(mixed, &by_name).unwrap(),
+            addrs(&["93.184.216.34", "2606:4700::1"])
+        );
+        let internal = addrs(&["198.18.0.1", "::ffff:127.0.0.1", "2002:7f00:1::"]);
+        assert!(matches!(
+            checked(internal, &by_name),
+            Err(Error::DestinationIpProhibited)
+        ));
+        assert!(matches!(
+            checked(Vec::new(), &by_name),
+            Err(Error::DestinationNotFound)
+        ));
+        let literal: HttpGrant = "http://198.18.0.1/*".parse().unwrap();
+        assert_eq!(
+            checked(addrs(&["198.18.0.1"]), &literal).unwrap(),
+            addrs(&["198.18.0.1"])
+        );
     }
 }
