@@ -6,6 +6,7 @@
 //! templates` builds and checks a project of each `toolhost new` template;
 //! `cargo xtask wheel` builds, installs and runs the CLI's Python wheel.
 
+mod agents;
 mod layers;
 mod package;
 mod support;

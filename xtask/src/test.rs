@@ -62,6 +62,9 @@ const STEPS: &[Step] = &[
     ("MCP client tests (tests/mcp, Python mcp client)", |env| {
         mcp_suite(&env.root, &env.venv, &[])
     }),
+    (crate::agents::STEP, |env| {
+        crate::agents::run(&env.root, &env.venv, &[])
+    }),
     (
         "packaged crates (a plugin and an embedder outside the workspace use them)",
         |env| crate::package::run(&env.root),
@@ -94,8 +97,16 @@ pub fn run(args: &[String]) -> Result<()> {
                 || mcp_suite(&root, &venv, rest),
             )?;
         }
+        Some((first, rest)) if first == "agents" => {
+            let venv = step(1, 2, "Python venv (target/venv)", || prepare_venv(&root))?;
+            step(2, 2, crate::agents::STEP, || {
+                crate::agents::run(&root, &venv, rest)
+            })?;
+        }
         Some((other, _)) => {
-            bail!("unknown argument `{other}`; usage: cargo xtask test [mcp [PYTEST ARGS...]]")
+            bail!(
+                "unknown argument `{other}`; usage: cargo xtask test [mcp|agents [PYTEST ARGS...]]"
+            )
         }
     }
     eprintln!(
