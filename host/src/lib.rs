@@ -118,6 +118,8 @@ pub use mcp::server::{
     MAX_CALLS_IN_FLIGHT, MAX_CALLS_PER_SESSION, McpServer, PERMISSION_ANSWER_TIMEOUT, ServeError,
 };
 #[cfg(feature = "mcp")]
+pub use mcp::stdio::MAX_STDIO_MESSAGE_BYTES;
+#[cfg(feature = "mcp")]
 pub use mcp::watch::Watcher;
 pub use model::approval::{Approver, PermissionDenied, PermissionRequest, Reply};
 pub use model::budget::{

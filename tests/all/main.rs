@@ -23,3 +23,4 @@ mod properties;
 mod registry;
 mod sessions;
 mod settlement;
+mod stdio;

@@ -20,5 +20,5 @@ mod progress;
 pub(crate) mod results;
 pub(crate) mod server;
 mod sessions;
-mod stdio;
+pub(crate) mod stdio;
 pub(crate) mod watch;

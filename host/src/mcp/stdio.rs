@@ -1,11 +1,30 @@
-//! MCP over stdin and stdout: one client per process.
+//! MCP over stdin and stdout: one client per process. Every incoming line
+//! is bounded; one too large to read is answered, never left unanswered.
+
+mod head;
+mod lines;
 
 use std::time::Duration;
 
+use rmcp::RoleServer;
+use rmcp::model::{ErrorData, JsonRpcMessage, RequestId};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use serde_json::json;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::handler::Handler;
 use crate::mcp::server::{McpServer, ServeError};
+
+use head::Head;
+use lines::{BoundedLines, Oversized};
+
+/// The largest message (one line) read from stdin: rmcp's own line limit,
+/// which matches its HTTP client's event limit, so what one transport
+/// carries the other does too.
+pub const MAX_STDIO_MESSAGE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 
 impl McpServer {
     /// Serves one client over stdin and stdout until it disconnects or
@@ -23,7 +42,7 @@ impl McpServer {
             connection: format!("stdio-{}", uuid::Uuid::new_v4().simple()),
         };
         let service = handler
-            .serve(rmcp::transport::stdio())
+            .serve(BoundedStdio::new())
             .await
             .map_err(|e| ServeError::Transport(e.to_string()))?;
         let cancel = service.cancellation_token();
@@ -38,4 +57,108 @@ impl McpServer {
         }
         Ok(())
     }
+}
+
+/// rmcp's stdio transport over bounded lines, answering each line that was
+/// too long: a request gets an error reply; a response to one of our
+/// requests (an elicitation's answer) fails that request at once.
+struct BoundedStdio {
+    inner: AsyncRwTransport<RoleServer, BoundedLines<tokio::io::Stdin>, tokio::io::Stdout>,
+    oversized: mpsc::UnboundedReceiver<Oversized>,
+}
+
+impl BoundedStdio {
+    fn new() -> BoundedStdio {
+        let (tx, oversized) = mpsc::unbounded_channel();
+        let (stdin, stdout) = rmcp::transport::stdio();
+        let lines = BoundedLines::new(stdin, MAX_STDIO_MESSAGE_BYTES, tx);
+        // Room for the byte that spoils a cut line and its newline: every
+        // line it passes on fits, so rmcp never drops one silently.
+        let inner = AsyncRwTransport::new_server(lines, stdout)
+            .with_max_line_length(MAX_STDIO_MESSAGE_BYTES + 2);
+        BoundedStdio { inner, oversized }
+    }
+}
+
+impl Transport<RoleServer> for BoundedStdio {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            // rmcp's receive keeps a partial line across cancellation, so
+            // dropping it for a report loses nothing.
+            let dropped = tokio::select! {
+                biased;
+                Some(dropped) = self.oversized.recv() => dropped,
+                message = self.inner.receive() => return message,
+            };
+            match dropped.head {
+                Head::Request(id) => {
+                    let reply =
+                        TxJsonRpcMessage::<RoleServer>::error(too_large(dropped.bytes), Some(id));
+                    if self.inner.send(reply).await.is_err() {
+                        return None;
+                    }
+                }
+                Head::Response(id) => return Some(failed_response(dropped.bytes, id)),
+                Head::Other => tracing::warn!(
+                    "dropped a stdio message of {} bytes (a notification, or not JSON-RPC): {}",
+                    dropped.bytes,
+                    limit_text()
+                ),
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+fn limit_text() -> String {
+    format!(
+        "one message may have at most {} MiB (MAX_STDIO_MESSAGE_BYTES)",
+        MAX_STDIO_MESSAGE_BYTES >> 20
+    )
+}
+
+/// The error a request too long to read is answered with.
+fn too_large(bytes: u64) -> ErrorData {
+    tracing::warn!(
+        "answered a stdio request of {} bytes with an error: {}",
+        bytes,
+        limit_text()
+    );
+    ErrorData::invalid_request(
+        format!(
+            "the request is {bytes} bytes, too large to read: {}; send smaller arguments",
+            limit_text()
+        ),
+        Some(json!({"bytes": bytes, "limit": MAX_STDIO_MESSAGE_BYTES})),
+    )
+}
+
+/// What the server's request gets in place of a response too long to read.
+fn failed_response(bytes: u64, id: RequestId) -> RxJsonRpcMessage<RoleServer> {
+    tracing::warn!(
+        "the client's response of {bytes} bytes was too large to read: {}",
+        limit_text()
+    );
+    JsonRpcMessage::error(
+        ErrorData::invalid_request(
+            format!(
+                "the client's response was too large to read: {}",
+                limit_text()
+            ),
+            None,
+        ),
+        Some(id),
+    )
 }

@@ -1,0 +1,159 @@
+//! `toolhost serve` over stdio, driven with raw JSON-RPC lines: what a
+//! client gets for a request too large to read.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::TEXT_TOOLS;
+
+/// How long a test waits for one reply before it fails.
+const REPLY_WITHIN: Duration = Duration::from_secs(60);
+
+/// A `toolhost serve` child speaking MCP on its stdin and stdout, already
+/// initialized. Dropping it kills the child.
+pub(crate) struct Served {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Served {
+    /// `toolhost serve ARGS` with a private output directory and no compile
+    /// cache, initialized as a 2025-06-18 client. `prepare` may change the
+    /// command before it is spawned.
+    pub(crate) fn start(
+        args: &[&str],
+        dir: &std::path::Path,
+        prepare: impl FnOnce(&mut Command),
+    ) -> Served {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+        command
+            .arg("serve")
+            .args(args)
+            .arg("--no-cache")
+            .arg("--output-dir")
+            .arg(dir.join("outputs"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        prepare(&mut command);
+        let mut child = command.spawn().expect("runs toolhost serve");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut served = Served {
+            child,
+            stdin,
+            lines,
+        };
+        served.send(&json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "stdio-test", "version": "1"}
+            }
+        }));
+        let init = served.reply(0);
+        assert!(init.get("result").is_some(), "{init}");
+        served.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        served
+    }
+
+    /// Writes one message as a line.
+    pub(crate) fn send(&mut self, message: &Value) {
+        self.send_raw(message.to_string().as_bytes());
+    }
+
+    /// Writes `bytes` and a newline, as they are.
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("writes to the server");
+        stdin.write_all(b"\n").expect("writes to the server");
+        stdin.flush().expect("flushes");
+    }
+
+    /// The response with `id`, skipping notifications; fails the test if
+    /// none comes within [`REPLY_WITHIN`] or the server closes stdout.
+    pub(crate) fn reply(&self, id: i64) -> Value {
+        let deadline = Instant::now() + REPLY_WITHIN;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match self.lines.recv_timeout(left) {
+                Ok(line) => line,
+                Err(e) => panic!("no reply to request {id} ({e:?})"),
+            };
+            let message: Value = serde_json::from_str(&line).expect("the server writes JSON");
+            if message["id"] == json!(id) {
+                return message;
+            }
+        }
+    }
+
+    /// Calls `tool` with `arguments` as request `id` and returns the reply.
+    pub(crate) fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
+        self.send(&json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}
+        }));
+        self.reply(id)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `tools/call` line of about `bytes` bytes, its id where `id_first` says.
+fn oversized_call(id: i64, bytes: usize, id_first: bool) -> Vec<u8> {
+    let message = "x".repeat(bytes);
+    let params = json!({"name": "echo", "arguments": {"message": message}});
+    let text = if id_first {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#)
+    } else {
+        // The TypeScript SDK's order: the id comes last.
+        format!(r#"{{"method":"tools/call","params":{params},"jsonrpc":"2.0","id":{id}}}"#)
+    };
+    text.into_bytes()
+}
+
+#[test]
+fn a_request_too_large_to_read_is_answered_with_an_error_and_the_connection_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut served = Served::start(&[TEXT_TOOLS], dir.path(), |_| {});
+    let limit = toolhost::MAX_STDIO_MESSAGE_BYTES;
+    for (id, id_first) in [(1, true), (2, false)] {
+        served.send_raw(&oversized_call(id, limit + 1024, id_first));
+        let reply = served.reply(id);
+        assert_eq!(reply["error"]["code"], -32600, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("MAX_STDIO_MESSAGE_BYTES") && message.contains("16 MiB"),
+            "{message}"
+        );
+    }
+    // Just under the limit is read and settled as usual.
+    let fits = served.call(3, "echo", json!({"message": "y".repeat(limit - 1024)}));
+    assert!(fits.get("result").is_some(), "{fits}");
+    let after = served.call(4, "echo", json!({"message": "still here"}));
+    assert_eq!(
+        after["result"]["structuredContent"]["message"],
+        "still here"
+    );
+}
