@@ -170,5 +170,5 @@ pub use runtime::store::{MAX_HANDLES_PER_CALL, MAX_HOST_COPY_BYTES};
 pub use settle::content::{MAX_MEDIA_BYTES, MAX_RESULT_MEDIA_BYTES};
 pub use settle::metadata::MAX_METADATA_BYTES;
 pub use settle::pipeline::MAX_PARTIAL_BYTES;
-pub use sink::JsonLinesSink;
+pub use sink::{EVENT_LOG_ROTATE_BYTES, EVENT_LOG_SEGMENTS, JsonLinesBuilder, JsonLinesSink};
 pub use tokio_util::sync::CancellationToken;

@@ -72,6 +72,11 @@ impl Served {
         served
     }
 
+    /// The child's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Writes one message as a line.
     pub(crate) fn send(&mut self, message: &Value) {
         self.send_raw(message.to_string().as_bytes());

@@ -1,23 +1,36 @@
 //! The durable event log: every event as one JSON line in a file, written by
-//! a background writer with group commit (R19).
+//! a background writer with group commit (R19), kept whole under every
+//! failure and rotated at a size (R37).
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+mod line;
+mod segments;
+
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::model::event::{EventSink, ProgressEvent, RequestEvent, SinkError, SinkFuture};
 use crate::model::outcome::Settlement;
+
+use line::line;
+use segments::{Layout, Segments};
 
 /// Events waiting for the writer beyond which progress updates are dropped
 /// (and counted), so a chatty guest cannot grow the queue without bound.
 /// Outcomes and audited requests are never dropped: there are at most a
 /// few per call in flight.
 const PROGRESS_BACKLOG: usize = 4096;
+
+/// Size at which the event log moves to a new segment: large enough for
+/// hundreds of thousands of outcomes, small enough to read, copy and ship.
+pub const EVENT_LOG_ROTATE_BYTES: u64 = 64 << 20;
+
+/// Rotated segments kept beside the current one (`FILE.1` newest to
+/// `FILE.4` oldest), so the log never holds much more than five segments.
+pub const EVENT_LOG_SEGMENTS: usize = 4;
 
 /// Writes every event as one JSON line to a file.
 ///
@@ -27,8 +40,15 @@ const PROGRESS_BACKLOG: usize = 4096;
 /// that arrived while it was busy (group commit). Progress updates are
 /// written but not synced: each is superseded by the next.
 ///
-/// A crash mid-write can leave at most one incomplete last line, which
-/// [`JsonLinesSink::open`] removes, so every line in the file is complete.
+/// Every line in the file is complete: a write that fails (a full disk) or
+/// lands only partly is cut back to the last complete line before anything
+/// else is written, and the outcomes it carried fail; a crash mid-write
+/// leaves at most an incomplete last line, which opening the log removes.
+///
+/// Before a write would take the file past [`EVENT_LOG_ROTATE_BYTES`] it
+/// becomes `FILE.1` (older segments move up, the one past
+/// [`EVENT_LOG_SEGMENTS`] is deleted) and a new `FILE` starts; a line never
+/// spans segments. [`JsonLinesSink::builder`] changes both.
 ///
 /// Dropping the sink lets the writer finish what is queued and waits for it.
 #[derive(Debug)]
@@ -40,6 +60,48 @@ pub struct JsonLinesSink {
     dropped_progress: AtomicU64,
 }
 
+/// Where and how a [`JsonLinesSink`] writes.
+#[derive(Debug, Clone)]
+pub struct JsonLinesBuilder {
+    layout: Layout,
+}
+
+impl JsonLinesBuilder {
+    /// The size before which the log rotates. Default:
+    /// [`EVENT_LOG_ROTATE_BYTES`]. A batch of lines larger than this goes
+    /// whole into a segment of its own.
+    pub fn rotate_bytes(mut self, bytes: u64) -> Self {
+        self.layout.rotate_bytes = bytes;
+        self
+    }
+
+    /// Rotated segments kept. Default: [`EVENT_LOG_SEGMENTS`]; 0 empties the
+    /// file instead of keeping old lines.
+    pub fn segments(mut self, n: usize) -> Self {
+        self.layout.segments = n;
+        self
+    }
+
+    /// Opens (creating) the log for appending, first cutting off an
+    /// incomplete last line left by a crash, and starts its writer thread.
+    pub fn open(self) -> io::Result<JsonLinesSink> {
+        let path = self.layout.path.clone();
+        let segments = Segments::open(self.layout)?;
+        let (queue, pending) = mpsc::unbounded_channel();
+        let backlog = Arc::new(AtomicUsize::new(0));
+        let written = backlog.clone();
+        let writer = std::thread::Builder::new()
+            .name("toolhost-events".into())
+            .spawn(move || write_batches(segments, &path, pending, &written))?;
+        Ok(JsonLinesSink {
+            queue: Some(queue),
+            writer: Some(writer),
+            backlog,
+            dropped_progress: AtomicU64::new(0),
+        })
+    }
+}
+
 /// One serialized line, and who waits for it to be durable.
 struct Entry {
     line: Vec<u8>,
@@ -47,30 +109,20 @@ struct Entry {
 }
 
 impl JsonLinesSink {
-    /// Opens (creating) `path` for appending, first cutting off an
-    /// incomplete last line left by a crash, and starts its writer thread.
+    /// Opens `path` with the default rotation; see [`JsonLinesBuilder::open`].
     pub fn open(path: impl AsRef<Path>) -> io::Result<JsonLinesSink> {
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path)?;
-        let complete = complete_len(&mut file)?;
-        file.set_len(complete)?;
-        file.seek(SeekFrom::End(0))?;
-        let (queue, pending) = mpsc::unbounded_channel();
-        let backlog = Arc::new(AtomicUsize::new(0));
-        let written = backlog.clone();
-        let writer = std::thread::Builder::new()
-            .name("toolhost-events".into())
-            .spawn(move || write_batches(file, pending, &written))?;
-        Ok(JsonLinesSink {
-            queue: Some(queue),
-            writer: Some(writer),
-            backlog,
-            dropped_progress: AtomicU64::new(0),
-        })
+        JsonLinesSink::builder(path).open()
+    }
+
+    /// A builder for a log at `path`, with the default rotation.
+    pub fn builder(path: impl AsRef<Path>) -> JsonLinesBuilder {
+        JsonLinesBuilder {
+            layout: Layout {
+                path: path.as_ref().to_owned(),
+                rotate_bytes: EVENT_LOG_ROTATE_BYTES,
+                segments: EVENT_LOG_SEGMENTS,
+            },
+        }
     }
 
     /// Queues an entry for the writer; false if the writer has stopped.
@@ -86,19 +138,6 @@ impl JsonLinesSink {
     pub fn dropped_progress(&self) -> u64 {
         self.dropped_progress.load(Ordering::Relaxed)
     }
-}
-
-fn line(kind: &str, body: &impl Serialize) -> Result<Vec<u8>, SinkError> {
-    #[derive(Serialize)]
-    struct Line<'a, B> {
-        event: &'a str,
-        #[serde(flatten)]
-        body: &'a B,
-    }
-    let mut line = serde_json::to_vec(&Line { event: kind, body })
-        .map_err(|e| SinkError(format!("cannot serialize the {kind} event: {e}")))?;
-    line.push(b'\n');
-    Ok(line)
 }
 
 impl EventSink for JsonLinesSink {
@@ -156,7 +195,8 @@ impl Drop for JsonLinesSink {
 /// The writer thread: takes everything queued, writes it in one go, syncs
 /// once if any of it is an outcome, then tells each outcome's waiter.
 fn write_batches(
-    mut file: File,
+    mut segments: Segments,
+    path: &Path,
     mut pending: mpsc::UnboundedReceiver<Entry>,
     backlog: &AtomicUsize,
 ) {
@@ -173,42 +213,21 @@ fn write_batches(
             bytes.extend_from_slice(&entry.line);
             waiters.extend(entry.durable);
         }
-        let written = file.write_all(&bytes).and_then(|()| {
-            if waiters.is_empty() {
-                Ok(())
-            } else {
-                file.sync_data()
-            }
-        });
+        let written = segments.append(&bytes, !waiters.is_empty());
         if let Err(e) = &written {
-            tracing::warn!("event log: cannot write {} bytes: {e}", bytes.len());
-        }
-        for waiter in waiters {
-            let _ = waiter.send(
-                written
-                    .as_ref()
-                    .map(|_| ())
-                    .map_err(|e| SinkError(format!("cannot write the event log: {e}"))),
+            tracing::warn!(
+                "event log {}: cannot write {} bytes: {e}",
+                path.display(),
+                bytes.len()
             );
         }
-    }
-}
-
-/// The length of `file` up to and including its last newline.
-fn complete_len(file: &mut File) -> io::Result<u64> {
-    const CHUNK: u64 = 4096;
-    let len = file.seek(SeekFrom::End(0))?;
-    let mut end = len;
-    let mut buf = vec![0u8; CHUNK as usize];
-    while end > 0 {
-        let start = end.saturating_sub(CHUNK);
-        file.seek(SeekFrom::Start(start))?;
-        let chunk = &mut buf[..(end - start) as usize];
-        file.read_exact(chunk)?;
-        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
-            return Ok(start + i as u64 + 1);
+        for waiter in waiters {
+            let _ = waiter.send(written.as_ref().map(|_| ()).map_err(|e| {
+                SinkError(format!(
+                    "cannot write the event log {}: {e}",
+                    path.display()
+                ))
+            }));
         }
-        end = start;
     }
-    Ok(0)
 }
