@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolhost::{Call, JsonLinesSink};
+use toolhost::{Call, JsonLinesSink, Outcome};
 use toolhost_tests::{builder, context, load};
 
 use crate::TEXT_TOOLS;
@@ -117,6 +117,41 @@ fn r19_a_write_the_disk_cuts_short_never_tears_a_line_of_the_event_log() {
     assert!(
         logged.iter().all(|id| ids.contains(id)) && ids.iter().all(|id| logged.contains(id)),
         "the log has exactly the outcomes that were answered: {logged:?} vs {ids:?}"
+    );
+}
+
+#[tokio::test]
+async fn r37_an_outcome_line_holds_the_bounded_content_and_references_not_the_output() {
+    let outputs = tempfile::tempdir().unwrap();
+    let log = outputs.path().join("events.jsonl");
+    let sink = Arc::new(JsonLinesSink::open(&log).unwrap());
+    let host = builder(&outputs).event_sink(sink.clone()).build().unwrap();
+    let location = host.location("/event-log-bounded");
+    let _t = load(&location, TEXT_TOOLS).await;
+    let big = "w".repeat(4 << 20);
+    let input = json!({ "message": big }).to_string();
+    let s = location
+        .snapshot()
+        .settle(Call::new("echo", input, context("bounded")))
+        .await;
+    let Outcome::Completed(done) = &s.outcome else {
+        panic!("{:?}", s.outcome);
+    };
+    assert!(done.output.is_some(), "the settlement keeps the output");
+    let line_bytes = std::fs::metadata(&log).unwrap().len();
+    let lines = parse_lines(&log);
+    let outcome = lines.iter().find(|l| l["event"] == "outcome").unwrap();
+    assert!(
+        line_bytes < 128 << 10,
+        "a 4 MiB output made a {line_bytes}-byte log"
+    );
+    assert!(outcome.get("output").is_none(), "no output in the log");
+    assert!(outcome["output_bytes"].as_u64().unwrap() > 4 << 20);
+    let reference = outcome["retained"][0]["reference"].as_str().unwrap();
+    assert_eq!(reference, done.retained[0].reference);
+    assert_eq!(
+        outcome["content"],
+        serde_json::to_value(&done.content).unwrap()
     );
 }
 

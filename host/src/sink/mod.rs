@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::model::event::{EventSink, ProgressEvent, RequestEvent, SinkError, SinkFuture};
 use crate::model::outcome::Settlement;
 
-use line::line;
+use line::{LoggedSettlement, line};
 use segments::{Layout, Segments};
 
 /// Events waiting for the writer beyond which progress updates are dropped
@@ -44,6 +44,10 @@ pub const EVENT_LOG_SEGMENTS: usize = 4;
 /// lands only partly is cut back to the last complete line before anything
 /// else is written, and the outcomes it carried fail; a crash mid-write
 /// leaves at most an incomplete last line, which opening the log removes.
+///
+/// An outcome line holds the content as bounded, the retained references,
+/// usage, warnings and logs; the machine output and media bytes appear
+/// only as their sizes (`output_bytes`, a media part's `bytes`).
 ///
 /// Before a write would take the file past [`EVENT_LOG_ROTATE_BYTES`] it
 /// becomes `FILE.1` (older segments move up, the one past
@@ -170,7 +174,7 @@ impl EventSink for JsonLinesSink {
         Box::pin(async move {
             let (done, durable) = oneshot::channel();
             let entry = Entry {
-                line: line("outcome", settlement)?,
+                line: line("outcome", &LoggedSettlement::new(settlement))?,
                 durable: Some(done),
             };
             let stopped = || SinkError("the event writer has stopped".into());
