@@ -9,9 +9,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Args;
 use toolhost::{
-    Activation, Budget, BudgetOverrides, DirGrant, Effect, EnvGrant, EventSink, Host, HttpGrant,
-    Location, McpConnection, McpServerConfig, PluginOptions, Rule, Rules, Source, parse_duration,
-    parse_size,
+    Activation, Budget, BudgetOverrides, CompileWorker, DirGrant, Effect, EnvGrant, EventSink,
+    Host, HttpGrant, Location, McpConnection, McpServerConfig, PluginOptions, Rule, Rules, Source,
+    parse_duration, parse_size,
 };
 
 use crate::{Failure, grants, prompt};
@@ -114,6 +114,11 @@ impl Common {
         }
         for pem in &self.http_ca {
             builder = builder.http_root_certificates(pem);
+        }
+        // Compile bombs are killed at their limits in a worker: this binary.
+        if let Ok(exe) = std::env::current_exe() {
+            builder =
+                builder.compile_worker(CompileWorker::new(exe).arg(crate::COMPILE_WORKER_COMMAND));
         }
         if !self.no_cache {
             builder = match &self.cache_dir {

@@ -115,6 +115,10 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Compile one plugin sent on stdin for a toolhost that runs this as
+    /// its compile worker (not for direct use).
+    #[command(name = COMPILE_WORKER_COMMAND, hide = true)]
+    CompileWorker,
     /// Create a plugin project: example tool, manifest, samples, build
     /// script, CI workflow and README.
     New {
@@ -129,6 +133,10 @@ enum Command {
         dir: Option<PathBuf>,
     },
 }
+
+/// The hidden command that makes this binary a compile worker: plugins
+/// compile in a process of their own, killed at their limits.
+pub(crate) const COMPILE_WORKER_COMMAND: &str = "__compile-worker";
 
 /// How long the CLI waits for blocking threads once its work is done.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(100);
@@ -173,6 +181,10 @@ fn main() -> ExitCode {
             });
         }
     };
+    if let Command::CompileWorker = cli.command {
+        // Before logging starts: the worker's stderr is its error message.
+        return ExitCode::from(toolhost::compile_worker());
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
@@ -192,7 +204,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::List { plugins, common } => list::run(&plugins, &common).await,
+            Command::List { plugins, common } => until_signal(list::run(&plugins, &common)).await,
             Command::Call {
                 plugin,
                 tool,
@@ -203,8 +215,11 @@ fn main() -> ExitCode {
                 plugins,
                 junit,
                 common,
-            } => check::run(&plugins, junit.as_deref(), &common).await,
-            Command::Compile { plugins, common } => compile::run(&plugins, &common).await,
+            } => until_signal(check::run(&plugins, junit.as_deref(), &common)).await,
+            Command::Compile { plugins, common } => {
+                until_signal(compile::run(&plugins, &common)).await
+            }
+            Command::CompileWorker => unreachable!("handled before the runtime starts"),
             Command::New { name, lang, dir } => new::run(&name, lang, dir.as_deref()),
             Command::Serve {
                 plugins,
@@ -236,6 +251,46 @@ fn main() -> ExitCode {
         Err(f) => {
             stdio::note(&format!("error: {}", one_line(&f.error)));
             ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Runs a command that loads plugins until it ends or SIGINT or SIGTERM
+/// arrives (even if the signal was ignored when this process started). A
+/// signal ends it with the interrupted exit code; dropping the command
+/// kills any compile worker it was waiting for.
+async fn until_signal(work: impl Future<Output = Result<u8, Failure>>) -> Result<u8, Failure> {
+    tokio::select! {
+        done = work => done,
+        signal = signalled() => Err(Failure {
+            code: exit::INTERRUPTED,
+            error: anyhow::anyhow!("interrupted by {signal}"),
+        }),
+    }
+}
+
+/// The name of the first SIGINT or SIGTERM to arrive; never, if they
+/// cannot be watched.
+async fn signalled() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => "Ctrl-C",
+            Err(_) => std::future::pending().await,
         }
     }
 }

@@ -94,6 +94,20 @@ pub enum LoadError {
         /// The linker's words.
         reason: String,
     },
+    /// Compiling it went past a compile limit: it may be a compile bomb,
+    /// or a plugin that needs a higher limit.
+    #[error(
+        "{} was not compiled: {limit}; a plugin this costly to compile may be a compile bomb; \
+         if you trust it, raise the limit (`limits.compile_timeout` or `limits.compile_memory` \
+         in its manifest, `PluginOptions::compile` in the library)",
+        path.display()
+    )]
+    CompileLimit {
+        /// The plugin path.
+        path: PathBuf,
+        /// The limit it went past.
+        limit: CompileLimit,
+    },
     /// A plugin manifest is malformed.
     #[error("invalid plugin manifest {}: {message}", path.display())]
     Manifest {
@@ -108,6 +122,33 @@ pub enum LoadError {
 const IMPORTS_ALLOWED: &str = "plugins may import WASI 0.2 (cli, clocks, filesystem, io, random, \
      sockets, http outgoing-handler and types) and toolhost:plugin@0.1, without the \
      component-model async ABI";
+
+/// The compile limit a plugin went past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompileLimit {
+    /// Compiling took longer than this.
+    Time(std::time::Duration),
+    /// Compiling needed more than this many bytes.
+    Memory(u64),
+}
+
+impl std::fmt::Display for CompileLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompileLimit::Time(limit) => write!(
+                f,
+                "compiling it took longer than its compile time limit of {:.1} s",
+                limit.as_secs_f64()
+            ),
+            CompileLimit::Memory(limit) => write!(
+                f,
+                "compiling it needed more than its compile memory limit of {} MiB",
+                limit >> 20
+            ),
+        }
+    }
+}
 
 /// One thing a plugin needs that the host does not provide.
 #[derive(Debug, Clone, PartialEq, Eq)]

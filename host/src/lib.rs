@@ -101,7 +101,7 @@ pub mod bench_support;
 
 #[cfg(feature = "mcp")]
 pub use bridge::{MCP_CONNECT_TIMEOUT, MCP_RECONNECT_MAX, MCP_RECONNECT_MIN, McpConnection};
-pub use error::{Error, GrantError, LoadError, Unsupported};
+pub use error::{CompileLimit, Error, GrantError, LoadError, Unsupported};
 pub use facade::host::{Host, HostBuilder};
 pub use facade::location::Location;
 pub use facade::snapshot::Snapshot;
@@ -154,6 +154,9 @@ pub use registry::snapshot::{CatalogEntry, SnapshotOptions};
 pub use runtime::activation::Activation;
 pub use runtime::bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use runtime::cache::{DEFAULT_CACHE_LIMIT, default_cache_dir};
+pub use runtime::compile::{
+    CompileLimits, CompileWorker, DEFAULT_COMPILE_MEMORY, DEFAULT_COMPILE_TIMEOUT,
+};
 pub use runtime::engine::DEFAULT_MAX_INSTANCES;
 pub use runtime::grants::{DirGrant, EnvGrant, Grants};
 pub use runtime::http::grant::{HttpGrant, HttpGrantError};
@@ -167,6 +170,7 @@ pub use runtime::imports::registry::{
 pub use runtime::load::{MAX_PLUGIN_BYTES, Plugin, PluginOptions};
 pub use runtime::stdio::MAX_CAPTURED_BYTES;
 pub use runtime::store::{MAX_HANDLES_PER_CALL, MAX_HOST_COPY_BYTES};
+pub use runtime::worker::compile_worker;
 pub use settle::content::{MAX_MEDIA_BYTES, MAX_RESULT_MEDIA_BYTES};
 pub use settle::metadata::MAX_METADATA_BYTES;
 pub use settle::pipeline::MAX_PARTIAL_BYTES;

@@ -12,6 +12,7 @@ mod bridge;
 mod capabilities;
 mod cli;
 mod code_mode;
+mod compile_limits;
 mod event_log;
 mod execution;
 mod hardening;

@@ -20,6 +20,7 @@ use crate::permission::{Policy, Rules};
 use crate::registry::placement::{Level, Placement};
 use crate::registry::snapshot::Overlay;
 use crate::runtime::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};
+use crate::runtime::compile::CompileWorker;
 use crate::runtime::engine::{DEFAULT_MAX_INSTANCES, Runtime};
 use crate::runtime::http::tls::client_config;
 use crate::runtime::load::{Loader, Plugin, PluginDefaults, PluginOptions};
@@ -38,6 +39,7 @@ pub struct HostBuilder {
     retention_quota: u64,
     cache_dir: Option<PathBuf>,
     cache_limit: u64,
+    compile_worker: Option<CompileWorker>,
     sink: Option<Arc<dyn EventSink>>,
     hooks: Vec<Arc<dyn AfterHook>>,
     rules: Rules,
@@ -74,6 +76,7 @@ impl Default for HostBuilder {
             retention_quota: DEFAULT_RETENTION_QUOTA,
             cache_dir: None,
             cache_limit: DEFAULT_CACHE_LIMIT,
+            compile_worker: None,
             sink: None,
             hooks: Vec::new(),
             rules: Rules::default(),
@@ -161,6 +164,16 @@ impl HostBuilder {
         self
     }
 
+    /// Compiles plugins in processes run from `worker`, so a compile past
+    /// its time limit is killed and its memory limit holds
+    /// ([`crate::CompileLimits`]). Default: none: plugins compile on a
+    /// thread of this process, bounded in time only (a compile past the
+    /// limit is given up, but runs on until it ends).
+    pub fn compile_worker(mut self, worker: CompileWorker) -> Self {
+        self.compile_worker = Some(worker);
+        self
+    }
+
     /// Receives progress and outcome events. Default: none.
     pub fn event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.sink = Some(sink);
@@ -224,7 +237,7 @@ impl HostBuilder {
         let cache = self
             .cache_dir
             .map(|dir| CompileCache::new(dir, self.cache_limit));
-        let runtime = Arc::new(Runtime::new(self.max_instances, cache)?);
+        let runtime = Arc::new(Runtime::new(self.max_instances, cache, self.compile_worker)?);
         let code = self
             .interpreter
             .map(|wasm| CodeMode::new(&runtime, &wasm).map(Arc::new))

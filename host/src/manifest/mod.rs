@@ -23,6 +23,8 @@
 //! timeout = "5s"                # ms, s, m
 //! memory = "64MiB"              # B, KiB, MiB, GiB
 //! concurrency = 4
+//! compile_timeout = "2m"        # compiling it (default 120 s)
+//! compile_memory = "2GiB"       # compiling it, in a compile worker
 //!
 //! [grants]
 //! dirs = [{ host = "data", guest = "/data", writable = false }]
@@ -45,6 +47,7 @@ use serde_json::Value;
 use crate::error::LoadError;
 use crate::model::budget::{BudgetOverrides, HttpLimits, OutputBounds};
 use crate::permission::{Rule, Rules};
+use crate::runtime::compile::CompileLimits;
 use crate::runtime::grants::{DirGrant, EnvGrant, Grants};
 use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::load::{PluginOptions, read_regular_file};
@@ -116,6 +119,8 @@ struct LimitsEntry {
     http_concurrency: Option<usize>,
     http_request_bytes: Option<Size>,
     http_response_bytes: Option<Size>,
+    compile_timeout: Option<String>,
+    compile_memory: Option<Size>,
 }
 
 #[derive(Deserialize, Clone)]
@@ -202,6 +207,7 @@ impl Entry {
                 concurrency: self.limits.concurrency,
                 bounds: self.limits.bounds()?,
                 http_limits: self.limits.http()?,
+                compile: self.limits.compile()?,
                 grants: self.grants.resolve(base),
                 rules: Rules(self.rules),
             },
@@ -224,6 +230,25 @@ impl LimitsEntry {
             fuel: self.fuel,
             timeout: self.timeout.as_deref().map(parse_duration).transpose()?,
             memory: self.memory.clone().map(Size::bytes).transpose()?,
+        })
+    }
+
+    /// Bounds on compiling the plugin; unset ones take the defaults.
+    fn compile(&self) -> Result<CompileLimits, String> {
+        let defaults = CompileLimits::default();
+        Ok(CompileLimits {
+            timeout: self
+                .compile_timeout
+                .as_deref()
+                .map(parse_duration)
+                .transpose()?
+                .unwrap_or(defaults.timeout),
+            memory: self
+                .compile_memory
+                .clone()
+                .map(Size::bytes)
+                .transpose()?
+                .unwrap_or(defaults.memory),
         })
     }
 

@@ -92,11 +92,20 @@ impl CompileCache {
         }
     }
 
-    /// Stores `component` for `wasm`, then evicts least-recently-used
-    /// entries beyond the size cap. Failures are logged, never fatal.
+    /// Stores `component` for `wasm`; see [`CompileCache::store_artifact`].
     pub(crate) fn store(&self, engine: &Engine, wasm: &[u8], component: &Component) {
+        match component.serialize() {
+            Ok(artifact) => self.store_artifact(engine, wasm, &artifact),
+            Err(e) => tracing::warn!("cannot serialize a compiled component for the cache: {e}"),
+        }
+    }
+
+    /// Stores the compiled `artifact` of `wasm`, then evicts
+    /// least-recently-used entries beyond the size cap. Failures are logged,
+    /// never fatal.
+    pub(crate) fn store_artifact(&self, engine: &Engine, wasm: &[u8], artifact: &[u8]) {
         let entry = self.entry(engine, wasm);
-        if let Err(e) = self.write(&entry, component) {
+        if let Err(e) = self.write(&entry, artifact) {
             tracing::warn!("cannot write compile cache {}: {e}", entry.display());
             return;
         }
@@ -105,13 +114,12 @@ impl CompileCache {
         }
     }
 
-    fn write(&self, entry: &Path, component: &Component) -> std::io::Result<()> {
+    fn write(&self, entry: &Path, payload: &[u8]) -> std::io::Result<()> {
         create_private_dir(&self.dir)?;
-        let payload = component.serialize().map_err(std::io::Error::other)?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
         tmp.write_all(CACHE_MAGIC)?;
-        tmp.write_all(blake3::hash(&payload).as_bytes())?;
-        tmp.write_all(&payload)?;
+        tmp.write_all(blake3::hash(payload).as_bytes())?;
+        tmp.write_all(payload)?;
         tmp.persist(entry).map_err(|e| e.error)?;
         Ok(())
     }

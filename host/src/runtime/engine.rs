@@ -7,6 +7,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 use crate::error::Error;
 use crate::model::budget::MAX_MEMORY;
 use crate::runtime::cache::CompileCache;
+use crate::runtime::compile::CompileWorker;
 use crate::runtime::store::StoreState;
 
 /// Default instances the pooling allocator holds at once: calls in flight
@@ -28,16 +29,30 @@ const MEMORY_KEEP_RESIDENT: usize = 2 << 20;
 /// Bytes of each table kept resident between instances, as above.
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
+/// What compiled code depends on: a compile worker's engine, which has no
+/// instance pool, makes artifacts the host's engine loads.
+pub(crate) fn compile_config() -> Config {
+    let mut config = Config::new();
+    config.consume_fuel(true);
+    config
+}
+
 /// The engine plus the linker every plugin is instantiated against.
 pub(crate) struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<StoreState>,
     pub(crate) cache: Option<CompileCache>,
     pub(crate) max_instances: u32,
+    /// Where plugins are compiled: a worker process, or a thread here.
+    pub(crate) worker: Option<CompileWorker>,
 }
 
 impl Runtime {
-    pub(crate) fn new(max_instances: u32, cache: Option<CompileCache>) -> Result<Runtime, Error> {
+    pub(crate) fn new(
+        max_instances: u32,
+        cache: Option<CompileCache>,
+        worker: Option<CompileWorker>,
+    ) -> Result<Runtime, Error> {
         let max_instances = max_instances.max(1);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(max_instances)
@@ -49,10 +64,8 @@ impl Runtime {
             .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
             .table_keep_resident(TABLE_KEEP_RESIDENT)
             .pagemap_scan(Enabled::Auto);
-        let mut config = Config::new();
-        config
-            .consume_fuel(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let mut config = compile_config();
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(Error::engine)?;
         let mut linker = Linker::new(&engine);
         crate::runtime::imports::add_to_linker(&mut linker).map_err(Error::engine)?;
@@ -61,6 +74,7 @@ impl Runtime {
             linker,
             cache,
             max_instances,
+            worker,
         })
     }
 

@@ -16,6 +16,7 @@ use crate::model::budget::{Budget, BudgetOverrides, HttpLimits, OutputBounds};
 use crate::model::plugin::PluginInfo;
 use crate::permission::{Policy, Rules};
 use crate::runtime::bindings::ToolPluginPre;
+use crate::runtime::compile::{self as bounded, Built, CompileLimits};
 use crate::runtime::engine::Runtime;
 use crate::runtime::grants::Grants;
 use crate::runtime::preflight::preflight;
@@ -50,6 +51,9 @@ pub struct PluginOptions {
     pub bounds: Option<OutputBounds>,
     /// Outbound HTTP limits of its calls. Default: the host's.
     pub http_limits: Option<HttpLimits>,
+    /// Bounds on compiling it. Default: [`CompileLimits::default`]
+    /// ([`crate::DEFAULT_COMPILE_TIMEOUT`], [`crate::DEFAULT_COMPILE_MEMORY`]).
+    pub compile: CompileLimits,
 }
 
 impl Default for PluginOptions {
@@ -64,6 +68,7 @@ impl Default for PluginOptions {
             rules: Rules::default(),
             bounds: None,
             http_limits: None,
+            compile: CompileLimits::default(),
         }
     }
 }
@@ -147,13 +152,7 @@ async fn load(
     path: &Path,
     options: &PluginOptions,
 ) -> Result<Plugin, Error> {
-    let compiled = {
-        let runtime = runtime.clone();
-        let path = path.to_owned();
-        tokio::task::spawn_blocking(move || compile(&runtime, &path))
-            .await
-            .map_err(|e| Error::Engine(format!("the compile task failed: {e}")))??
-    };
+    let compiled = compile(runtime, path, options.compile).await?;
     let config =
         serde_json::to_string(&options.config).map_err(|e| Error::Config(e.to_string()))?;
     let info = PluginInfo {
@@ -198,19 +197,87 @@ struct Compiled {
     from_cache: bool,
 }
 
-fn compile(runtime: &Runtime, path: &Path) -> Result<Compiled, LoadError> {
+/// Reads, checks and compiles the plugin at `path` under `limits` (or takes
+/// it from the compile cache) and links it. The blocking parts run off the
+/// async workers; the compile itself where it can be given up.
+async fn compile(
+    runtime: &Arc<Runtime>,
+    path: &Path,
+    limits: CompileLimits,
+) -> Result<Compiled, Error> {
+    let checked = {
+        let (runtime, path) = (runtime.clone(), path.to_owned());
+        blocking(move || check(&runtime, &path)).await??
+    };
+    let (built, from_cache) = match checked.cached {
+        Some(component) => (
+            Built {
+                component,
+                artifact: None,
+            },
+            true,
+        ),
+        None => (
+            bounded::compile(runtime, path, checked.wasm.clone(), limits).await?,
+            false,
+        ),
+    };
+    let pre = {
+        let (runtime, path, wasm) = (runtime.clone(), path.to_owned(), checked.wasm);
+        blocking(move || {
+            if !from_cache {
+                store(&runtime, &wasm, &built);
+            }
+            link(&runtime, &path, &built.component)
+        })
+        .await??
+    };
+    Ok(Compiled {
+        pre,
+        digest: checked.digest,
+        from_cache,
+    })
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::Engine(format!("the compile task failed: {e}")))
+}
+
+/// A plugin read and checked, and its compiled form if the cache has it.
+struct Checked {
+    wasm: Arc<Vec<u8>>,
+    digest: String,
+    cached: Option<Component>,
+}
+
+fn check(runtime: &Runtime, path: &Path) -> Result<Checked, LoadError> {
     let wasm = read_regular_file(path, MAX_PLUGIN_BYTES)?;
     check_header(path, &wasm)?;
     preflight(path, &wasm)?;
-    let (component, from_cache) = runtime.compile(&wasm).map_err(|e| LoadError::Invalid {
-        path: path.to_owned(),
-        reason: format!("{e:#}"),
-    })?;
-    Ok(Compiled {
-        pre: link(runtime, path, &component)?,
+    let cached = runtime
+        .cache
+        .as_ref()
+        .and_then(|cache| cache.load(&runtime.engine, &wasm));
+    Ok(Checked {
         digest: blake3::hash(&wasm).to_hex().to_string(),
-        from_cache,
+        wasm: Arc::new(wasm),
+        cached,
     })
+}
+
+/// Keeps a fresh compile in the cache, if there is one.
+fn store(runtime: &Runtime, wasm: &[u8], built: &Built) {
+    let Some(cache) = &runtime.cache else {
+        return;
+    };
+    match &built.artifact {
+        Some(artifact) => cache.store_artifact(&runtime.engine, wasm, artifact),
+        None => cache.store(&runtime.engine, wasm, &built.component),
+    }
 }
 
 fn link(

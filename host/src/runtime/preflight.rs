@@ -284,7 +284,7 @@ mod tests {
     /// WASI 0.2 interfaces it leaves out are not.
     #[test]
     fn every_listed_interface_is_linked() {
-        let runtime = Runtime::new(4, None).unwrap();
+        let runtime = Runtime::new(4, None, None).unwrap();
         let mut linker = Linker::new(&runtime.engine);
         crate::runtime::imports::add_to_linker(&mut linker).unwrap();
         for interface in LINKED {

@@ -1,0 +1,283 @@
+//! Compiling a plugin under its limits, somewhere a runaway compile can be
+//! given up: in a worker process, killed at the time limit and held to its
+//! memory limit by the kernel; or, without a worker, on a thread of its own
+//! whose result is dropped at the time limit (it runs on until it ends).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::sync::oneshot;
+use wasmtime::component::Component;
+
+use crate::error::{CompileLimit, Error, LoadError};
+use crate::runtime::engine::Runtime;
+
+/// How long compiling one plugin may take: about 3× the slowest real
+/// plugin we know (componentize-py's CPython, 18 MB: 13–43 s in a debug
+/// build on the 2-core machine, idle to busy), while a compile bomb (one
+/// function keeping 10,000 locals live, 430 KB: 190 s) is stopped.
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Memory a compile worker may allocate: 4× what the largest real plugin
+/// needs (CPython: 256–512 MiB), far below what would strain the host.
+pub const DEFAULT_COMPILE_MEMORY: u64 = 2 << 30;
+
+/// The most of a worker's error output kept for the message.
+const MAX_WORKER_MESSAGE: u64 = 16 << 10;
+
+/// What a compile worker reads first: this tag, the memory limit and the
+/// component's length (little-endian `u64`s), then the component.
+pub(crate) const WORKER_TAG: &[u8; 8] = b"THCOMP01";
+
+/// A worker's exit code when the component does not compile (stderr says
+/// why).
+pub(crate) const WORKER_INVALID: u8 = 1;
+
+/// Bounds on compiling one plugin; a plugin found in the compile cache is
+/// not compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileLimits {
+    /// Wall-clock time. Default: [`DEFAULT_COMPILE_TIMEOUT`].
+    pub timeout: Duration,
+    /// Bytes the compile worker may allocate (its data segment,
+    /// `RLIMIT_DATA`); applies only when the host compiles in a
+    /// [`CompileWorker`]. Default: [`DEFAULT_COMPILE_MEMORY`].
+    pub memory: u64,
+}
+
+impl Default for CompileLimits {
+    fn default() -> Self {
+        CompileLimits {
+            timeout: DEFAULT_COMPILE_TIMEOUT,
+            memory: DEFAULT_COMPILE_MEMORY,
+        }
+    }
+}
+
+/// A program that compiles plugins in processes of their own, so a compile
+/// that passes its limits is killed rather than left running. Run with its
+/// arguments, it must call [`crate::compile_worker`] and exit with what it
+/// returns; it must link this same `toolhost` (the artifact it makes is
+/// checked against the host's engine). The `toolhost` CLI is one:
+/// `toolhost __compile-worker`.
+#[derive(Debug, Clone)]
+pub struct CompileWorker {
+    program: PathBuf,
+    args: Vec<OsString>,
+}
+
+impl CompileWorker {
+    /// The program to run, with no arguments yet.
+    pub fn new(program: impl Into<PathBuf>) -> CompileWorker {
+        CompileWorker {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> CompileWorker {
+        self.args.push(arg.into());
+        self
+    }
+}
+
+/// A compiled component and, when a worker made it, the artifact it came
+/// from (what the compile cache stores).
+pub(crate) struct Built {
+    pub(crate) component: Component,
+    pub(crate) artifact: Option<Vec<u8>>,
+}
+
+/// Compiles `wasm` (the plugin at `path`) under `limits`.
+pub(crate) async fn compile(
+    runtime: &Arc<Runtime>,
+    path: &Path,
+    wasm: Arc<Vec<u8>>,
+    limits: CompileLimits,
+) -> Result<Built, Error> {
+    match &runtime.worker {
+        Some(worker) => in_worker(runtime, worker, path, &wasm, limits).await,
+        None => on_thread(runtime, path, wasm, limits.timeout).await,
+    }
+}
+
+fn over(path: &Path, limit: CompileLimit) -> Error {
+    Error::Load(LoadError::CompileLimit {
+        path: path.to_owned(),
+        limit,
+    })
+}
+
+fn invalid(path: &Path, reason: String) -> Error {
+    Error::Load(LoadError::Invalid {
+        path: path.to_owned(),
+        reason,
+    })
+}
+
+/// Compiles on a thread of its own; at the time limit the thread is left to
+/// finish on its own and its result is dropped.
+async fn on_thread(
+    runtime: &Runtime,
+    path: &Path,
+    wasm: Arc<Vec<u8>>,
+    timeout: Duration,
+) -> Result<Built, Error> {
+    let (done, result) = oneshot::channel();
+    let engine = runtime.engine.clone();
+    std::thread::Builder::new()
+        .name("toolhost-compile".into())
+        .spawn(move || {
+            let _ = done.send(Component::from_binary(&engine, &wasm));
+        })
+        .map_err(|e| Error::Engine(format!("cannot start a compile thread: {e}")))?;
+    match tokio::time::timeout(timeout, result).await {
+        Err(_) => Err(over(path, CompileLimit::Time(timeout))),
+        Ok(Err(_)) => Err(Error::Engine(format!(
+            "compiling {} panicked",
+            path.display()
+        ))),
+        Ok(Ok(Err(e))) => Err(invalid(path, format!("{e:#}"))),
+        Ok(Ok(Ok(component))) => Ok(Built {
+            component,
+            artifact: None,
+        }),
+    }
+}
+
+/// What a worker run left: how it ended, its output and its error text.
+struct Ran {
+    status: ExitStatus,
+    artifact: Vec<u8>,
+    message: String,
+}
+
+/// Compiles in a worker process; at the time limit (or when this future
+/// is dropped: cancellation) the worker is killed.
+async fn in_worker(
+    runtime: &Runtime,
+    worker: &CompileWorker,
+    path: &Path,
+    wasm: &[u8],
+    limits: CompileLimits,
+) -> Result<Built, Error> {
+    let mut child = tokio::process::Command::new(&worker.program)
+        .args(&worker.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            Error::Engine(format!(
+                "cannot start the compile worker {}: {e}",
+                worker.program.display()
+            ))
+        })?;
+    let ran = match tokio::time::timeout(limits.timeout, run(&mut child, wasm, limits.memory)).await
+    {
+        Ok(ran) => ran.map_err(|e| Error::Engine(format!("the compile worker failed: {e}")))?,
+        Err(_) => {
+            let _ = child.kill().await;
+            return Err(over(path, CompileLimit::Time(limits.timeout)));
+        }
+    };
+    if ran.status.success() {
+        let component = load_artifact(runtime, &ran.artifact)?;
+        return Ok(Built {
+            component,
+            artifact: Some(ran.artifact),
+        });
+    }
+    Err(failed(path, &ran, limits.memory))
+}
+
+/// Sends the component, reads what comes back and waits for the exit,
+/// keeping the worker's stdin open until then: it ends when stdin closes.
+async fn run(child: &mut tokio::process::Child, wasm: &[u8], memory: u64) -> std::io::Result<Ran> {
+    let (mut stdin, stdout, stderr) =
+        match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+            (Some(i), Some(o), Some(e)) => (i, o, e),
+            _ => return Err(std::io::Error::other("the worker's pipes are missing")),
+        };
+    let send = async {
+        let mut header = WORKER_TAG.to_vec();
+        header.extend_from_slice(&memory.to_le_bytes());
+        header.extend_from_slice(&(wasm.len() as u64).to_le_bytes());
+        // A worker that stops reading has ended; how is told by its status.
+        let _ = async {
+            stdin.write_all(&header).await?;
+            stdin.write_all(wasm).await?;
+            stdin.flush().await
+        }
+        .await;
+        stdin
+    };
+    let (stdin, artifact, message) = tokio::join!(
+        send,
+        read_bounded(stdout, memory),
+        read_bounded(stderr, MAX_WORKER_MESSAGE)
+    );
+    let status = child.wait().await?;
+    drop(stdin);
+    Ok(Ran {
+        status,
+        artifact: artifact?,
+        message: String::from_utf8_lossy(&message?).trim().to_owned(),
+    })
+}
+
+async fn read_bounded(from: impl AsyncRead + Unpin, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    from.take(max).read_to_end(&mut bytes).await?;
+    Ok(bytes)
+}
+
+fn load_artifact(runtime: &Runtime, artifact: &[u8]) -> Result<Component, Error> {
+    // SAFETY: the artifact is what `Engine::precompile_component` made in a
+    // worker the embedder named, which links this same toolhost with the
+    // same engine configuration (`compile_config`); wasmtime checks its
+    // header against this engine before using it.
+    unsafe { Component::deserialize(&runtime.engine, artifact) }.map_err(|e| {
+        Error::Engine(format!(
+            "the compile worker's artifact does not load: {e:#}"
+        ))
+    })
+}
+
+/// Why a worker that did not succeed failed: the component, its memory
+/// limit (the allocator aborts when it is reached), or the worker itself.
+fn failed(path: &Path, ran: &Ran, memory: u64) -> Error {
+    if ran.status.code() == Some(i32::from(WORKER_INVALID)) {
+        return invalid(path, ran.message.clone());
+    }
+    if aborted(ran.status) {
+        return over(path, CompileLimit::Memory(memory));
+    }
+    Error::Engine(format!(
+        "the compile worker for {} failed ({}){}",
+        path.display(),
+        ran.status,
+        if ran.message.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", ran.message)
+        }
+    ))
+}
+
+#[cfg(unix)]
+fn aborted(status: ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt as _;
+    status.signal() == Some(libc::SIGABRT)
+}
+
+#[cfg(not(unix))]
+fn aborted(_status: ExitStatus) -> bool {
+    false
+}
