@@ -47,6 +47,7 @@ struct Interpreter;
 
 impl Guest for Interpreter {
     fn run(program: String, prelude: String) -> Result<String, RunError> {
+        report_oversized_allocations();
         let mut context = Context::default();
         context
             .runtime_limits_mut()
@@ -67,6 +68,32 @@ impl Guest for Interpreter {
             .expect("an async function returns a promise");
         settle(&promise, &mut context)
     }
+}
+
+/// Pages of a wasm32 linear memory's whole address space (4 GiB).
+const ADDRESS_SPACE_PAGES: usize = 65536;
+
+/// Makes an allocation too large to make end the program as what it is: a
+/// request for more memory than it may have. Rust's `alloc` crate panics
+/// (`capacity overflow`) when a buffer's size passes `isize::MAX`, 2 GiB
+/// here, before the allocator is asked (`'x'.repeat(2 ** 28)` asks boa for
+/// 2.4 GiB of string slices), so the host's memory limiter never sees it.
+/// A panic raised inside that crate, rather than at a caller's location,
+/// is such a failure: the hook then asks for the whole address space,
+/// which passes any memory limit the host sets, so the host records the
+/// limit as tripped and names it; the panic then ends the program.
+fn report_oversized_allocations() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_alloc = info
+            .location()
+            .is_some_and(|at| at.file().contains("/library/alloc/src/"));
+        if in_alloc {
+            let used = core::arch::wasm32::memory_size(0);
+            core::arch::wasm32::memory_grow(0, ADDRESS_SPACE_PAGES.saturating_sub(used));
+        }
+        report(info);
+    }));
 }
 
 /// Runs jobs and feeds call outcomes in until the program's promise settles.

@@ -391,6 +391,41 @@ async fn r34_unbounded_allocation_is_a_defect_and_the_host_stays_healthy() {
 }
 
 #[tokio::test]
+async fn r34_an_allocation_too_large_to_make_is_the_memory_limit_named() {
+    let host = code_host(Budget::default()).await;
+    let snapshot = host.location.snapshot();
+    // Each asks for a buffer past what a wasm32 allocation can be (its size
+    // overflows), so it fails before the allocator, and memory.grow, is
+    // asked; 'x'.repeat(100 * 1024 * 1024) reaches memory.grow and was
+    // always the memory limit.
+    for code in [
+        "return 'x'.repeat(200 * 1024 * 1024).length;",
+        "return 'x'.padEnd(2 ** 31).length;",
+        "const a = []; a.length = 2 ** 32 - 1; return a.join('xx').length;",
+    ] {
+        let settled = run(&snapshot, code).await;
+        let Outcome::Defect { message, culprit } = &settled.outcome else {
+            panic!("{code}: expected a defect, got {:?}", settled.outcome);
+        };
+        assert!(
+            matches!(culprit, toolhost::Culprit::Guest(d) if matches!(d.kind, toolhost::DefectKind::MemoryLimit(_))),
+            "{code}: {culprit:?}"
+        );
+        assert!(
+            message.contains("memory limit of 256 MiB"),
+            "{code}: {message}"
+        );
+        assert_eq!(
+            settled.usage.tripped,
+            Some(toolhost::Limit::Memory),
+            "{code}"
+        );
+    }
+    let after = run(&snapshot, "return 1 + 1;").await;
+    assert_eq!(text(&after), "2");
+}
+
+#[tokio::test]
 async fn r34_ten_megabytes_of_console_output_is_bounded_and_retained() {
     let host = code_host(Budget::default()).await;
     let settled = run(
