@@ -237,7 +237,11 @@ impl HostBuilder {
         let cache = self
             .cache_dir
             .map(|dir| CompileCache::new(dir, self.cache_limit));
-        let runtime = Arc::new(Runtime::new(self.max_instances, cache, self.compile_worker)?);
+        let runtime = Arc::new(Runtime::new(
+            self.max_instances,
+            cache,
+            self.compile_worker,
+        )?);
         let code = self
             .interpreter
             .map(|wasm| CodeMode::new(&runtime, &wasm).map(Arc::new))
