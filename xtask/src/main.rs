@@ -15,7 +15,7 @@ mod test;
 mod wheel;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result};
 
@@ -69,22 +69,40 @@ fn build_plugins() -> Result<PathBuf> {
     Ok(target.join("wasm32-wasip2/release"))
 }
 
+/// Builds what the demo needs with cargo's progress shown (the first build
+/// compiles wasmtime and the Code Mode interpreter), then lists text-tools
+/// and calls its `echo` with the built `toolhost`.
 fn demo() -> Result<()> {
+    let started = std::time::Instant::now();
     let plugins = build_plugins()?;
+    let root = root();
+    eprintln!(
+        "\nbuilding the Code Mode interpreter (boa for wasm32-wasip2, release; the CLI embeds it)..."
+    );
+    run_step(
+        cargo()
+            .args(["build", "--release", "--target", "wasm32-wasip2"])
+            .arg("--manifest-path")
+            .arg(root.join("code-mode/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(root.join("target/plugins")),
+    )?;
+    eprintln!("\nbuilding the toolhost CLI (the first time this compiles wasmtime)...");
+    run_step(
+        cargo()
+            .args(["build", "-p", "toolhost-cli"])
+            .current_dir(&root),
+    )?;
+    let toolhost = support::target_dir(&root).join("debug").join("toolhost");
+    eprintln!("built in {:.0}s", started.elapsed().as_secs_f64());
     let text_tools = plugins.join("text_tools.wasm");
-    let toolhost = |args: &[&str]| {
-        let mut cmd = cargo();
-        cmd.args(["run", "--quiet", "--package", "toolhost-cli", "--"])
-            .args(args);
-        cmd
-    };
     let text_tools = text_tools.to_str().context("non-UTF-8 path")?;
     eprintln!("\n$ toolhost list {text_tools}");
-    run_step(&mut toolhost(&["list", text_tools]))?;
+    run_step(Command::new(&toolhost).args(["list", text_tools]))?;
     eprintln!(
         "\n$ toolhost call {text_tools} echo --input '{{\"message\":\"hello from a wasm tool\"}}'"
     );
-    run_step(&mut toolhost(&[
+    run_step(Command::new(&toolhost).args([
         "call",
         text_tools,
         "echo",

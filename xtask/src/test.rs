@@ -79,6 +79,7 @@ const STEPS: &[Step] = &[
 pub fn run(args: &[String]) -> Result<()> {
     let root = root();
     let started = Instant::now();
+    keep_temp_files_in_target(&root)?;
     match args.split_first() {
         None => {
             let of = STEPS.len() + 1;
@@ -113,6 +114,19 @@ pub fn run(args: &[String]) -> Result<()> {
         "\n==> every step passed ({:.0}s)",
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// Every temp dir a test makes (tempfile, pytest's tmp_path, scratch
+/// projects) goes under `target/tmp`, so no test depends on or leaves state
+/// outside `target/`. The workspace excludes `target`, so a scratch cargo
+/// project there is a workspace of its own.
+fn keep_temp_files_in_target(root: &Path) -> Result<()> {
+    let tmp = root.join("target").join("tmp");
+    fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    // SAFETY: xtask is single-threaded here; every step's child process
+    // inherits the variable.
+    unsafe { std::env::set_var("TMPDIR", &tmp) };
     Ok(())
 }
 
