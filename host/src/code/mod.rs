@@ -9,6 +9,7 @@
 //! no output schema), or rejects with its failure. `console.log` lines and
 //! the returned value (as JSON) are `execute`'s content.
 
+mod compiling;
 mod declarations;
 mod descriptions;
 mod tool;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::error::Error;
+use crate::model::plugin::PluginInfo;
 use crate::model::schema::Schema;
 use crate::model::tool::{RESERVED_NAME, Tool};
 use crate::registry::snapshot::CapturedTools;
@@ -25,6 +27,7 @@ use crate::runtime::engine::Runtime;
 use crate::runtime::program::Interpreter;
 use crate::settle::pipeline::Pipeline;
 
+use compiling::Compiling;
 use declarations::declarations;
 use descriptions::Descriptions;
 
@@ -38,18 +41,21 @@ together with `Promise.all`. `console.log(...)` lines and the value the \
 program returns (as JSON) are the result. The program has no files, \
 network, timers or wall clock: only the tools.";
 
-/// Code Mode of one host: the compiled interpreter, `execute`'s input
-/// schema and its descriptions of recent tool sets, shared by every snapshot.
+/// Code Mode of one host: the interpreter (compiling, then compiled),
+/// `execute`'s input schema and its descriptions of recent tool sets, shared
+/// by every snapshot.
 pub(crate) struct CodeMode {
-    interpreter: Interpreter,
+    interpreter: Compiling,
+    /// How defects and events name the interpreter.
+    info: PluginInfo,
     input_schema: Schema,
     descriptions: Descriptions,
 }
 
 impl CodeMode {
-    /// Compiles `interpreter` (or loads it from the compile cache).
-    /// Blocking.
-    pub(crate) fn new(runtime: &Runtime, interpreter: &[u8]) -> Result<CodeMode, Error> {
+    /// Starts compiling `interpreter` (or loading it from the compile
+    /// cache) in the background.
+    pub(crate) fn new(runtime: &Arc<Runtime>, interpreter: &[u8]) -> Result<CodeMode, Error> {
         let input_schema = Schema::compile(json!({
             "type": "object",
             "properties": {
@@ -65,7 +71,8 @@ impl CodeMode {
             reason: e.to_string(),
         })?;
         Ok(CodeMode {
-            interpreter: Interpreter::new(runtime, interpreter)?,
+            interpreter: Compiling::start(runtime.clone(), interpreter.to_vec())?,
+            info: Interpreter::info(interpreter),
             input_schema,
             descriptions: Descriptions::default(),
         })

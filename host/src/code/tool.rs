@@ -14,9 +14,11 @@ use crate::model::call::Call;
 use crate::model::content::{ContentPart, ToolFailure, ToolResponse};
 use crate::model::context::CallContext;
 use crate::model::execution::{Ended, Execution, ExecutionFuture, Executor, Invocation};
+use crate::model::outcome::{FaultKind, HostFault};
 use crate::model::plugin::PluginInfo;
 use crate::registry::snapshot::CapturedTools;
 use crate::runtime::imports::program::{NestedCall, Settler};
+use crate::runtime::invoke::interruptible;
 use crate::runtime::program::{ProgramEnd, ProgramRun, RunError};
 use crate::settle::pipeline::Pipeline;
 use crate::settle::settle;
@@ -54,19 +56,33 @@ impl Executor for CodeTool {
     }
 
     fn plugin(&self) -> Option<&PluginInfo> {
-        Some(&self.code.interpreter.info)
+        Some(&self.code.info)
     }
 }
 
 impl CodeTool {
     async fn run(&self, inv: Invocation<'_>) -> Execution {
+        // Only a program that runs before the interpreter is ready waits
+        // for it, within its own deadline.
+        let ready = interruptible(inv.cancel, inv.deadline, self.code.interpreter.get()).await;
+        let interpreter = match ready {
+            Ok(Ok(interpreter)) => interpreter,
+            Ok(Err(reason)) => {
+                let fault = HostFault::new(
+                    FaultKind::Setup,
+                    format!("Code Mode's interpreter could not be compiled: {reason}"),
+                );
+                return Execution::early(Ended::HostFault(fault), inv.started);
+            }
+            Err(interruption) => {
+                return Execution::early(Ended::Interrupted(interruption), inv.started);
+            }
+        };
         // The input schema requires `code` to be a string.
         let program = inv.input["code"].as_str().unwrap_or_default();
         let calls_cancel = inv.cancel.child_token();
         let settler = self.settler(&inv, calls_cancel.clone());
-        let end = self
-            .code
-            .interpreter
+        let end = interpreter
             .run(ProgramRun {
                 program,
                 prelude: PRELUDE,

@@ -218,8 +218,11 @@ impl HostBuilder {
     /// which runs a model's JavaScript program that calls the snapshot's
     /// other tools. `interpreter` is the interpreter component (world
     /// `toolhost:code/interpreter`, built from `code-mode/`; the `toolhost`
-    /// CLI embeds one). [`build`](HostBuilder::build) compiles it, or
-    /// loads it from the compile cache. Default: off.
+    /// CLI embeds one). [`build`](HostBuilder::build) starts compiling it
+    /// (or loading it from the compile cache) on a thread of its own, so
+    /// only a program that runs before it is ready waits for it; one that
+    /// does not compile makes every `execute` call an operational failure
+    /// naming it. Default: off.
     pub fn code_mode(mut self, interpreter: impl Into<Vec<u8>>) -> Self {
         self.interpreter = Some(interpreter.into());
         self

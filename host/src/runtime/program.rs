@@ -27,32 +27,36 @@ pub(crate) use wit::toolhost::code::types::RunError;
 pub(crate) struct Interpreter {
     pre: wit::InterpreterPre<StoreState>,
     max_instances: u32,
-    /// How defects and events name it: plugin `code-mode`.
-    pub(crate) info: PluginInfo,
 }
 
 impl Interpreter {
     /// Compiles (or loads from the cache) and links `wasm`, which must be a
     /// component of the `toolhost:code/interpreter` world. Blocking.
     pub(crate) fn new(runtime: &Runtime, wasm: &[u8]) -> Result<Interpreter, Error> {
-        let (component, from_cache) = runtime.compile(wasm).map_err(|e| Error::Interpreter {
+        let (component, _from_cache) = runtime.compile(wasm).map_err(|e| Error::Interpreter {
             reason: format!("{e:#}"),
         })?;
         let pre = link(runtime, &component).map_err(|e| Error::Interpreter {
             reason: format!("it does not link as world `toolhost:code/interpreter`: {e:#}"),
         })?;
-        let digest = blake3::hash(wasm).to_hex().to_string();
         Ok(Interpreter {
             pre,
             max_instances: runtime.max_instances,
-            info: PluginInfo {
-                name: "code-mode".into(),
-                version: format!("blake3:{}", &digest[..12]),
-                path: "code-mode".into(),
-                digest,
-                from_cache,
-            },
         })
+    }
+
+    /// How defects and events name the interpreter `wasm`: plugin
+    /// `code-mode`, versioned by its digest. It is named before it is
+    /// compiled, so `from_cache` is false.
+    pub(crate) fn info(wasm: &[u8]) -> PluginInfo {
+        let digest = blake3::hash(wasm).to_hex().to_string();
+        PluginInfo {
+            name: "code-mode".into(),
+            version: format!("blake3:{}", &digest[..12]),
+            path: "code-mode".into(),
+            digest,
+            from_cache: false,
+        }
     }
 
     /// Runs `program` after `prelude` to its end.

@@ -1,0 +1,46 @@
+//! The interpreter, compiled on a thread of its own from the moment the
+//! host is built: nothing waits for it but a program that runs before it
+//! is ready, so a server answers its clients while it compiles.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::error::Error;
+use crate::runtime::engine::Runtime;
+use crate::runtime::program::Interpreter;
+
+/// The interpreter once compiled, or why it could not be.
+type Compiled = Option<Result<Arc<Interpreter>, String>>;
+
+pub(super) struct Compiling {
+    ready: watch::Receiver<Compiled>,
+}
+
+impl Compiling {
+    /// Starts compiling `wasm` (or loading it from the compile cache).
+    pub(super) fn start(runtime: Arc<Runtime>, wasm: Vec<u8>) -> Result<Compiling, Error> {
+        let (done, ready) = watch::channel(None);
+        std::thread::Builder::new()
+            .name("toolhost-code-mode".into())
+            .spawn(move || {
+                let compiled = Interpreter::new(&runtime, &wasm)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string());
+                let _ = done.send(Some(compiled));
+            })
+            .map_err(|e| Error::Interpreter {
+                reason: format!("cannot start a thread to compile it: {e}"),
+            })?;
+        Ok(Compiling { ready })
+    }
+
+    /// The interpreter, once it is ready.
+    pub(super) async fn get(&self) -> Result<Arc<Interpreter>, String> {
+        let mut ready = self.ready.clone();
+        match ready.wait_for(Option::is_some).await {
+            Ok(compiled) => compiled.clone().expect("waited until it is set"),
+            Err(_) => Err("its compiling thread ended without a result".into()),
+        }
+    }
+}
