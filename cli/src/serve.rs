@@ -8,24 +8,102 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use clap::Args;
 use tokio_util::sync::CancellationToken;
-use toolhost::{EventSink, HttpOptions, JsonLinesSink, McpServer, ServeError};
+use toolhost::{EventSink, HttpOptions, JsonLinesSink, Loading, McpServer, ServeError, Watcher};
 
-use crate::common::{Common, specs};
+use crate::common::{Common, Specs, specs};
 use crate::{Failure, exit, stdio, terminal, usage};
+
+/// The flags of `serve` besides the common ones.
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// Serve streamable HTTP at /mcp on ADDR (e.g. 127.0.0.1:8080)
+    /// instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// Reload a plugin when its file changes.
+    #[arg(long)]
+    watch: bool,
+    /// Bearer token HTTP requests must carry; required off loopback.
+    /// Repeatable (or comma-separated): each token is a caller of its own,
+    /// whose sessions no other token can use.
+    #[arg(
+        long = "token",
+        value_name = "TOKEN",
+        env = "TOOLHOST_TOKEN",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    tokens: Vec<String>,
+    /// Append durable events (progress, outcomes) to FILE as JSON Lines.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// On SIGINT/SIGTERM, how long calls in flight may finish.
+    #[arg(long, default_value = "10s", value_parser = toolhost::parse_duration)]
+    grace: Duration,
+    /// HTTP: open connections at once (at most half the descriptor limit).
+    #[arg(long, value_name = "N", default_value_t = toolhost::MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// HTTP: how long a client has to send a request head; also how long
+    /// an idle connection stays open.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = toolhost::parse_duration)]
+    header_timeout: Duration,
+    /// HTTP: how long a request body may pause between bytes.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = toolhost::parse_duration)]
+    body_timeout: Duration,
+    /// HTTP: how long a whole request body may take to arrive.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = toolhost::parse_duration)]
+    body_deadline: Duration,
+    /// HTTP: sessions at once; the one idle the longest makes room.
+    #[arg(long, value_name = "N", default_value_t = toolhost::MAX_SESSIONS)]
+    max_sessions: usize,
+    /// HTTP: how long a session lives without a request.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = toolhost::parse_duration)]
+    session_idle: Duration,
+    /// HTTP: request bytes held at once across all requests (bodies being
+    /// read, inputs of calls not yet answered).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = toolhost::parse_size)]
+    max_buffered: u64,
+}
+
+impl ServeArgs {
+    pub(crate) fn into_serve(self, plugins: Vec<PathBuf>) -> Serve {
+        let options = HttpOptions {
+            tokens: self.tokens,
+            max_connections: self.max_connections,
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            body_deadline: self.body_deadline,
+            max_sessions: self.max_sessions,
+            session_idle: self.session_idle,
+            max_buffered_bytes: usize::try_from(self.max_buffered).unwrap_or(usize::MAX),
+            ..HttpOptions::default()
+        };
+        Serve {
+            plugins,
+            http: self.http,
+            watch: self.watch,
+            events: self.events,
+            grace: self.grace,
+            options,
+        }
+    }
+}
 
 /// What `serve` takes besides the common flags.
 pub(crate) struct Serve {
     pub(crate) plugins: Vec<PathBuf>,
     pub(crate) http: Option<SocketAddr>,
     pub(crate) watch: bool,
-    pub(crate) token: Option<String>,
     pub(crate) events: Option<PathBuf>,
     pub(crate) grace: Duration,
+    pub(crate) options: HttpOptions,
 }
 
 pub(crate) async fn run(serve: Serve, common: &Common) -> Result<u8, Failure> {
     let paths = expand(&serve.plugins)?;
+    let specs = specs(&paths, common)?;
     let sink: Option<Arc<dyn EventSink>> = match &serve.events {
         Some(file) => Some(Arc::new(JsonLinesSink::open(file).with_context(|| {
             format!("cannot open the event log {}", file.display())
@@ -37,7 +115,36 @@ pub(crate) async fn run(serve: Serve, common: &Common) -> Result<u8, Failure> {
     let location =
         host.location(std::env::current_dir().context("cannot read the current directory")?);
     let server = McpServer::new(location).ask_clients(!common.yes);
-    let specs = specs(&paths, common)?;
+    let stop = CancellationToken::new();
+    tokio::spawn(stop_on_signal(stop.clone()));
+    // Clients are answered while the plugins compile: requests for tools
+    // wait for them.
+    let loading = server.loading();
+    let serving = transport(&server, &serve, stop.clone()).await?;
+    let mut serving = std::pin::pin!(serving);
+    let loaded = tokio::select! {
+        loaded = load(&server, specs, serve.watch, loading) => loaded,
+        served = &mut serving => return finished(&server, served),
+    };
+    let _watcher = match loaded {
+        Ok(watcher) => watcher,
+        Err(failure) => {
+            stop.cancel();
+            let _ = serving.await;
+            return Err(failure);
+        }
+    };
+    finished(&server, serving.await)
+}
+
+/// Loads every plugin and bridged server, then starts watching; loading
+/// ends (and waiting requests go on) when this returns.
+async fn load(
+    server: &McpServer,
+    specs: Specs,
+    watch: bool,
+    _loading: Loading,
+) -> Result<Option<Watcher>, Failure> {
     for spec in specs.plugins {
         server.load(&spec.path, spec.options).await?;
     }
@@ -46,35 +153,60 @@ pub(crate) async fn run(serve: Serve, common: &Common) -> Result<u8, Failure> {
             stdio::note(&terminal::line(&warning));
         }
     }
-    let _watcher = if serve.watch {
-        Some(server.watch().map_err(serve_failure)?)
-    } else {
-        None
-    };
-    let stop = CancellationToken::new();
-    tokio::spawn(stop_on_signal(stop.clone()));
-    match serve.http {
+    if !watch {
+        return Ok(None);
+    }
+    Ok(Some(server.watch().map_err(serve_failure)?))
+}
+
+/// The transport, bound and ready: it serves until `stop`.
+async fn transport(
+    server: &McpServer,
+    serve: &Serve,
+    stop: CancellationToken,
+) -> Result<impl std::future::Future<Output = Result<(), ServeError>> + use<>, Failure> {
+    let server = server.clone();
+    let grace = serve.grace;
+    let http = match serve.http {
         Some(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))
                 .map_err(usage)?;
             let options = HttpOptions {
-                token: serve.token,
-                grace: serve.grace,
-                ..HttpOptions::default()
+                grace,
+                ..serve.options.clone()
             };
             let http = server.http(listener, options).map_err(serve_failure)?;
-            let bound = http.local_addr();
-            stdio::note(&format!("toolhost: serving MCP at http://{bound}/mcp"));
-            http.run(stop).await.map_err(serve_failure)?;
+            stdio::note(&format!(
+                "toolhost: serving MCP at http://{}/mcp",
+                http.local_addr()
+            ));
+            Some(http)
         }
-        None => server
-            .serve_stdio(stop, serve.grace)
-            .await
-            .map_err(serve_failure)?,
+        None => None,
+    };
+    Ok(async move {
+        match http {
+            Some(http) => http.run(stop).await,
+            None => server.serve_stdio(stop, grace).await,
+        }
+    })
+}
+
+/// The exit code once serving ended: a failed transport is operational,
+/// and so is an outcome the event log could not record.
+fn finished(server: &McpServer, served: Result<(), ServeError>) -> Result<u8, Failure> {
+    served.map_err(serve_failure)?;
+    match server.lost_outcomes() {
+        0 => Ok(exit::COMPLETED),
+        lost => Err(Failure {
+            code: exit::DEFECT,
+            error: anyhow::anyhow!(
+                "{lost} outcomes could not be recorded in the event log; see the errors above"
+            ),
+        }),
     }
-    Ok(exit::COMPLETED)
 }
 
 /// Unsafe options are the user's to fix (exit 2); a failed transport is

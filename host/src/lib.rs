@@ -108,14 +108,25 @@ pub use facade::snapshot::Snapshot;
 pub use manifest::mcp::{McpServerConfig, McpTransport};
 pub use manifest::{MAX_MANIFEST_BYTES, Manifest, Source, parse_duration, parse_size};
 #[cfg(feature = "mcp")]
+pub use mcp::admission::{
+    MAX_CALLS_IN_FLIGHT, MAX_CALLS_PER_SESSION, MAX_CALLS_WAITING, MAX_SLOT_WAIT,
+    OUTCOME_FLUSH_LIMIT,
+};
+#[cfg(feature = "mcp")]
+pub use mcp::bindings::{MAX_SESSIONS, SESSION_IDLE_EXPIRY};
+#[cfg(feature = "mcp")]
 pub use mcp::handler::{MESSAGE_ID_KEY, SESSION_ID_KEY};
 #[cfg(feature = "mcp")]
-pub use mcp::http::{HttpOptions, HttpServer, MAX_REQUEST_BODY_BYTES};
+pub use mcp::http::{
+    BODY_IDLE_TIMEOUT, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, HttpOptions, HttpServer,
+    MAX_BUFFERED_REQUEST_BYTES, MAX_CONNECTIONS, MAX_INITIALIZE_BYTES, MAX_REQUEST_BODY_BYTES,
+    REPLY_FLUSH_LIMIT,
+};
 #[cfg(feature = "mcp")]
 pub use mcp::results::{BUSY, DEFECT, INTERRUPTED, TOOL_METADATA_KEY};
 #[cfg(feature = "mcp")]
 pub use mcp::server::{
-    MAX_CALLS_IN_FLIGHT, MAX_CALLS_PER_SESSION, McpServer, PERMISSION_ANSWER_TIMEOUT, ServeError,
+    Loading, MAX_LOADING_WAIT, McpServer, PERMISSION_ANSWER_TIMEOUT, ServeError,
 };
 #[cfg(feature = "mcp")]
 pub use mcp::stdio::MAX_STDIO_MESSAGE_BYTES;

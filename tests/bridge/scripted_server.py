@@ -15,7 +15,9 @@ name normalizes to that of `dup_a`, and `huge`, which answers with a 20 MiB
 message.
 
 With $START_DELAY (seconds) it waits that long before answering
-`initialize`, as a slow-starting server would.
+`initialize`, as a slow-starting server would; with $START_GATE (a path)
+it waits until that file exists (at most two minutes), so a test decides
+when it has started.
 
 Every request and notification received is appended, one JSON line each,
 to the file $LOG, so a test can see what reached the server.
@@ -110,6 +112,10 @@ def main():
         method = message.get("method")
         if method == "initialize":
             time.sleep(float(os.environ.get("START_DELAY", "0")))
+            gate = os.environ.get("START_GATE")
+            deadline = time.monotonic() + 120
+            while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+                time.sleep(0.02)
             reply(message, {
                 "protocolVersion": "2025-06-18",
                 "capabilities": {"tools": {"listChanged": True}},

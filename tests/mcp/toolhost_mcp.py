@@ -102,8 +102,12 @@ class EventLog:
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
+        # A character cut by a write in progress is in the last line, dropped.
+        text = self.path.read_text(encoding="utf-8", errors="replace")
+        # A line without its newline yet is being written: not an event yet.
+        complete = text[: text.rfind("\n") + 1]
         events = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        for line in complete.splitlines():
             if line.strip():
                 events.append(json.loads(line))
         return events
@@ -469,10 +473,11 @@ def start_http_server(
     address: str = "127.0.0.1:0",
     env: dict[str, str] | None = None,
     startup_timeout: float = 60.0,
+    wrap: Sequence[str] = (),
 ) -> HttpServer:
-    """Starts `toolhost serve --http ADDRESS` and waits for the line that
-    names its URL."""
-    command = serve_command(plugins, ["--http", address, *flags], workdir, cache_dir)
+    """Starts `toolhost serve --http ADDRESS` (under the command `wrap`, e.g.
+    `prlimit`, when given) and waits for the line that names its URL."""
+    command = [*wrap, *serve_command(plugins, ["--http", address, *flags], workdir, cache_dir)]
     stderr_path = workdir / "stderr.log"
     with open(stderr_path, "wb") as errlog, open(workdir / "stdout.log", "wb") as outlog:
         process = subprocess.Popen(

@@ -7,6 +7,8 @@ declare namespace tools {
   function bad_metadata(input: {[key: string]: unknown}): Promise<string>;
   /** Return output that violates its schema. */
   function bad_output(input: {[key: string]: unknown}): Promise<{count: number}>;
+  /** Report progress `started`, then do `iterations` rounds of arithmetic (forever if absent). */
+  function busy(input: {iterations?: number | null}): Promise<{checksum: number}>;
   /** Do `iterations` rounds of integer arithmetic. */
   function compute(input: {iterations: number}): Promise<{checksum: number}>;
   /** Increment a global counter and return it. */

@@ -452,6 +452,40 @@ impl Tool for Compute {
     }
 }
 
+/// The arguments of `busy`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "toolhost_sdk::serde")]
+#[schemars(crate = "toolhost_sdk::schemars")]
+pub struct BusyInput {
+    /// Rounds of arithmetic to do; absent: loop until stopped.
+    pub iterations: Option<u64>,
+}
+
+/// Say it has started (a progress update), then compute: a call a test can
+/// see running before it acts on it.
+pub struct Busy;
+
+impl Tool for Busy {
+    const NAME: &'static str = "busy";
+    const DESCRIPTION: &'static str =
+        "Report progress `started`, then do `iterations` rounds of arithmetic (forever if absent).";
+    type Input = BusyInput;
+    type Output = ComputeOutput;
+
+    fn execute(input: BusyInput, cx: &Context) -> ToolResult<ComputeOutput> {
+        cx.progress(json!({ "stage": "started" }));
+        let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
+        let mut round = 0u64;
+        while input.iterations.is_none_or(|n| round < n) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            round = black_box(round + 1);
+        }
+        Ok(Response::new(ComputeOutput { checksum: x }))
+    }
+}
+
 /// The result of `read_config`.
 #[derive(Serialize, JsonSchema)]
 #[serde(crate = "toolhost_sdk::serde")]
@@ -494,5 +528,6 @@ toolhost_sdk::plugin!([
     NoContent,
     Ask,
     Compute,
+    Busy,
     ReadConfig,
 ]);

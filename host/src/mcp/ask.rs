@@ -25,6 +25,8 @@ pub(crate) enum Step {
     Input(Question),
     /// The call settled.
     Done(Box<Settlement>),
+    /// The call got none of the server's slots in time and did not run.
+    Refused,
 }
 
 /// A question and where its answer goes.

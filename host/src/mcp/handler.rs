@@ -17,21 +17,21 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 
 use crate::facade::location::Location;
+use crate::mcp::admission::Admitted;
 use crate::mcp::ask::{AskMode, McpAsk, QUESTION_KEY, Step, elicit_params, reply_of};
+use crate::mcp::bindings::Credential;
 use crate::mcp::call::{Pending, Started};
 use crate::mcp::output::{self, READ_OUTPUT};
 use crate::mcp::progress;
-use crate::mcp::results::{self, BUSY};
-use crate::mcp::server::{
-    MAX_CALLS_IN_FLIGHT, MAX_CALLS_PER_SESSION, PERMISSION_ANSWER_TIMEOUT, Shared,
-};
+use crate::mcp::results::{self, INTERRUPTED};
+use crate::mcp::server::{HandlerMark, PERMISSION_ANSWER_TIMEOUT, Shared};
 use crate::model::approval::Reply;
 use crate::model::call::Call;
 use crate::model::context::CallContext;
-use crate::model::outcome::{Outcome, Settlement};
+use crate::model::outcome::{Interruption, Outcome, Settlement};
 
 /// The `_meta` key a client may set to name the assistant message of a call.
 pub const MESSAGE_ID_KEY: &str = "io.toolhost/message-id";
@@ -58,6 +58,8 @@ pub(crate) struct Handler {
     pub(crate) shared: Arc<Shared>,
     /// This connection's id: the session of stdio calls.
     pub(crate) connection: String,
+    /// What this handler leaves in the shared state, forgotten with it.
+    pub(crate) mark: Arc<HandlerMark>,
 }
 
 /// Who a request belongs to: the session of its calls, and the scope of the
@@ -91,15 +93,39 @@ fn meta_str(context: &RequestContext<RoleServer>, key: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn busy(what: &str, limit: usize) -> ErrorData {
+/// The 2025-era session a request names, if it names one.
+fn session_header(parts: &http::request::Parts) -> Option<&str> {
+    parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+}
+
+/// The reply to a call the server cancelled because it is stopping: the
+/// client did not cancel it, so it must hear why it ended.
+fn stopping(settlement: &Settlement) -> ErrorData {
     ErrorData::new(
-        BUSY,
-        format!("{what} already has {limit} tool calls in flight; retry when one has finished"),
-        None,
+        INTERRUPTED,
+        format!(
+            "The server is stopping: the call of `{}` was cancelled before it finished. Retry it after the server restarts (or on another replica).",
+            settlement.tool
+        ),
+        Some(
+            serde_json::json!({"status": "interrupted", "reason": "cancelled", "server": "stopping"}),
+        ),
     )
 }
 
 impl Handler {
+    /// A handler for a new stdio connection or HTTP session.
+    pub(crate) fn new(shared: Arc<Shared>, connection: String) -> Handler {
+        Handler {
+            mark: shared.mark(),
+            shared,
+            connection,
+        }
+    }
+
     /// The client's name from its implementation info: the request's own
     /// (2026-07-28) first, else the one it gave when initializing.
     fn agent(context: &RequestContext<RoleServer>) -> String {
@@ -109,24 +135,30 @@ impl Handler {
             .unwrap_or_else(|| "unknown".into())
     }
 
-    /// The scope of a request: the MCP session (HTTP), the connection
-    /// (stdio), or the session a stateless HTTP client declares. A
-    /// stateless request that declares none is a session of its own
-    /// ("always" lasts only for it); its retained outputs are readable by
-    /// any stateless request that knows their unguessable ids.
+    /// The scope of a request: the MCP session (2025-era HTTP), the
+    /// connection (stdio), or the session a stateless HTTP client declares,
+    /// within its credential's. A stateless request that declares none is a
+    /// session of its own ("always" lasts only for it); its retained outputs
+    /// are readable by the same credential's stateless requests that know
+    /// their unguessable ids. A 2026-07-28 request never resolves a 2025
+    /// session from its header.
     fn scope(&self, context: &RequestContext<RoleServer>) -> Scope {
         let Some(parts) = context.extensions.get::<http::request::Parts>() else {
             return Scope::same(self.connection.clone());
         };
-        let header = parts.headers.get("mcp-session-id");
-        if let Some(id) = header.and_then(|v| v.to_str().ok()) {
+        if is_legacy(context)
+            && let Some(id) = session_header(parts)
+        {
+            self.mark.serves(id);
             return Scope::same(id.to_owned());
         }
+        let anonymous = Credential::anonymous();
+        let credential = parts.extensions.get::<Credential>().unwrap_or(&anonymous);
         match meta_str(context, SESSION_ID_KEY) {
-            Some(id) => Scope::same(format!("client:{id}")),
+            Some(id) => Scope::same(format!("client:{}:{id}", credential.as_str())),
             None => Scope {
                 session: format!("request:{}", uuid::Uuid::new_v4().simple()),
-                outputs: "stateless".into(),
+                outputs: format!("stateless:{}", credential.as_str()),
             },
         }
     }
@@ -148,18 +180,6 @@ impl Handler {
                 .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple())),
             call_id: context.id.to_string(),
         }
-    }
-
-    /// Takes a slot in the server's and the session's in-flight limits.
-    fn slots(&self, session: &str) -> Result<[OwnedSemaphorePermit; 2], ErrorData> {
-        if self.shared.draining.is_cancelled() {
-            return Err(ErrorData::new(BUSY, "the server is shutting down", None));
-        }
-        let all = self.shared.in_flight.clone().try_acquire_owned();
-        let all = all.map_err(|_| busy("the server", MAX_CALLS_IN_FLIGHT))?;
-        let own = self.shared.session_slots(session).try_acquire_owned();
-        let own = own.map_err(|_| busy("this session", MAX_CALLS_PER_SESSION))?;
-        Ok([all, own])
     }
 
     /// How this request's client can be asked for permission.
@@ -189,7 +209,7 @@ impl Handler {
         scope: &Scope,
         location: &Location,
     ) -> Result<Started, ErrorData> {
-        let permits = self.slots(&scope.session)?;
+        let admitted = self.shared.admission.admit(&scope.session)?;
         let snapshot = location.snapshot();
         let legacy = is_legacy(context);
         let output_schema = snapshot
@@ -197,7 +217,7 @@ impl Handler {
             .and_then(|t| t.output_schema())
             .map(|s| s.document().clone());
         let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
-        let cancel = self.shared.shutdown.child_token();
+        let cancel = self.shared.admission.stopping.child_token();
         let (steps_tx, steps) = mpsc::channel(1);
         let ask = Arc::new(McpAsk::new(Self::ask_mode(context, legacy, &steps_tx)));
         let mut call = Call::new(
@@ -219,10 +239,19 @@ impl Handler {
             call = call.with_events(forwarder);
             progress = Some(task);
         }
-        tokio::spawn(async move {
-            let settlement = snapshot.settle(call).await;
-            let _ = steps_tx.send(Step::Done(Box::new(settlement))).await;
-            drop(permits);
+        let admission = self.shared.admission.clone();
+        let task_cancel = cancel.clone();
+        admission.clone().spawn(async move {
+            let step = match admitted.slot(&task_cancel).await {
+                Some(slot) => {
+                    let settlement = snapshot.settle(call).await;
+                    admission.settled(&settlement);
+                    drop((slot, admitted));
+                    Step::Done(Box::new(settlement))
+                }
+                None => Step::Refused,
+            };
+            let _ = steps_tx.send(step).await;
         });
         Ok(Started {
             steps,
@@ -251,6 +280,7 @@ impl Handler {
         };
         match step {
             Some(Step::Done(settlement)) => self.finish(started, *settlement, scope).await,
+            Some(Step::Refused) => Err(Admitted::refusal()),
             Some(Step::Input(question)) => {
                 let handle = uuid::Uuid::new_v4().simple().to_string();
                 let mut requests = InputRequests::new();
@@ -320,6 +350,13 @@ impl Handler {
         if let Some(task) = started.progress {
             let _ = tokio::time::timeout(PROGRESS_FLUSH, task).await;
         }
+        if let Outcome::Interrupted {
+            reason: Interruption::Cancelled,
+        } = settlement.outcome
+            && self.shared.admission.stopping.is_cancelled()
+        {
+            return Err(stopping(&settlement));
+        }
         if let Outcome::Completed(c) = &settlement.outcome {
             for retained in &c.retained {
                 let id = output::id_of_reference(&retained.reference);
@@ -356,7 +393,14 @@ impl ServerHandler for Handler {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.shared.add_peer(context.peer);
+        if let Some(id) = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(session_header)
+        {
+            self.mark.serves(id);
+        }
+        self.shared.add_peer(&self.mark, context.peer);
     }
 
     async fn list_tools(
@@ -365,6 +409,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let legacy = is_legacy(&context);
+        self.shared.loaded().await;
         let snapshot = self.location(&self.scope(&context)).await.snapshot();
         let mut tools: Vec<_> = snapshot
             .definitions()
@@ -392,6 +437,7 @@ impl ServerHandler for Handler {
                 .resume(&handle, request.input_responses, &scope, &context)
                 .await;
         }
+        self.shared.loaded().await;
         let location = self.location(&scope).await;
         let started = self.start(request, &context, &scope, &location)?;
         self.drive(started, &scope, &context).await

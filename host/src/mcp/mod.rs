@@ -11,7 +11,9 @@
 //! input-required result for 2026-07-28 clients); retained output is an MCP
 //! resource and the built-in `read_output` tool.
 
+pub(crate) mod admission;
 mod ask;
+pub(crate) mod bindings;
 mod call;
 pub(crate) mod handler;
 pub(crate) mod http;

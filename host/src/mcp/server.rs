@@ -1,41 +1,41 @@
 //! The server's shared state: the location it serves, the plugins it loaded
 //! (for reloads), what each session may read back, the calls waiting for a
-//! permission answer, the peers to tell when the tools change, and the
-//! limits on calls in flight.
+//! permission answer, the peers to tell when the tools change, the calls it
+//! took on, and the HTTP sessions with who made them.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::service::Peer;
-use tokio::sync::{Semaphore, broadcast};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{broadcast, watch};
 
 use crate::bridge::McpConnection;
 use crate::error::Error;
 use crate::facade::location::Location;
 use crate::manifest::mcp::McpServerConfig;
+use crate::mcp::admission::Admission;
+use crate::mcp::bindings::Bindings;
 use crate::mcp::call::Pending;
 use crate::mcp::sessions::SessionSources;
 use crate::runtime::activation::Activation;
 use crate::runtime::load::PluginOptions;
 
-/// Tool calls in flight across all sessions; beyond it a call is refused
-/// with an error saying so, rather than queued without bound.
-pub const MAX_CALLS_IN_FLIGHT: usize = 1024;
-
-/// Tool calls in flight in one session.
-pub const MAX_CALLS_PER_SESSION: usize = 256;
-
 /// How long a call suspended in a permission question waits for a 2026-07-28
 /// client's retry with the answer; then it is denied.
 pub const PERMISSION_ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long `tools/list` and `tools/call` wait for plugins still loading
+/// (see [`McpServer::loading`]); then they see what has loaded, and clients
+/// hear of the rest as a tool-list change.
+pub const MAX_LOADING_WAIT: Duration = Duration::from_secs(60);
+
 /// Sessions whose retained outputs the server remembers; the oldest are
 /// forgotten first (their outputs stay on disk until retention ends).
-const MAX_SESSIONS: usize = 4096;
+const MAX_SESSIONS_WITH_OUTPUTS: usize = 4096;
 
 /// Why the server could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -87,19 +87,41 @@ pub(crate) struct Shared {
     outputs: Mutex<SessionOutputs>,
     /// Calls suspended in a permission question, by their handle.
     pub(crate) pending: Mutex<HashMap<String, Pending>>,
-    /// 2025 peers, told when the tool list changes.
-    peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// 2025 peers, told when the tool list changes, by their handler.
+    peers: Mutex<HashMap<u64, Peer<RoleServer>>>,
+    /// Numbers the handlers (one per stdio connection or HTTP session).
+    handlers: AtomicU64,
     /// 2026-07-28 subscribers listen here.
     pub(crate) tools_changed: broadcast::Sender<()>,
-    pub(crate) in_flight: Arc<Semaphore>,
-    pub(crate) sessions: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// The calls taken on, and how the server stops.
+    pub(crate) admission: Arc<Admission>,
+    /// The live HTTP sessions and who made each.
+    pub(crate) bindings: Arc<Bindings>,
     /// Whether "ask" permission questions go to the client (else to the
     /// host's approver).
     pub(crate) ask_clients: std::sync::atomic::AtomicBool,
-    /// Cancelled when the server begins to shut down: no new calls.
-    pub(crate) draining: CancellationToken,
-    /// Cancelled when the server shuts down: every call's token is a child.
-    pub(crate) shutdown: CancellationToken,
+    /// Loadings in progress; requests that list or call tools wait for none.
+    loading: watch::Sender<usize>,
+    /// Whether a request saw the tools before loading ended.
+    listed_early: std::sync::atomic::AtomicBool,
+}
+
+/// Plugins and servers being loaded while the server already answers: see
+/// [`McpServer::loading`]. Ends when dropped.
+#[derive(Debug)]
+#[must_use = "loading ends when this is dropped"]
+pub struct Loading {
+    shared: Weak<Shared>,
+}
+
+/// One handler's place in the shared state: what it leaves behind is
+/// forgotten when its connection or session ends, so an expired session
+/// frees its memory.
+pub(crate) struct HandlerMark {
+    shared: Weak<Shared>,
+    serial: u64,
+    /// The MCP session it serves, once a request has named it.
+    session: std::sync::OnceLock<String>,
 }
 
 /// Retained-output ids by session, oldest session first.
@@ -127,12 +149,13 @@ impl McpServer {
                 outputs: Mutex::default(),
                 pending: Mutex::default(),
                 peers: Mutex::default(),
+                handlers: AtomicU64::new(0),
                 tools_changed: broadcast::channel(16).0,
-                in_flight: Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT)),
-                sessions: Mutex::default(),
+                admission: Admission::new(),
+                bindings: Arc::default(),
                 ask_clients: std::sync::atomic::AtomicBool::new(true),
-                draining: CancellationToken::new(),
-                shutdown: CancellationToken::new(),
+                loading: watch::channel(0).0,
+                listed_early: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -145,6 +168,18 @@ impl McpServer {
             .ask_clients
             .store(ask, std::sync::atomic::Ordering::Relaxed);
         self
+    }
+
+    /// Marks plugins as loading, so a server can answer `initialize`,
+    /// `server/discover` and `ping` at once while they compile: until the
+    /// returned [`Loading`] is dropped, `tools/list` and `tools/call` wait
+    /// for it (at most [`MAX_LOADING_WAIT`]), and clients that saw the tools
+    /// before it ended are told the tool list changed.
+    pub fn loading(&self) -> Loading {
+        self.shared.loading.send_modify(|n| *n += 1);
+        Loading {
+            shared: Arc::downgrade(&self.shared),
+        }
     }
 
     /// Loads and activates the plugin at `path` into the served location.
@@ -185,14 +220,21 @@ impl McpServer {
         Ok(warnings)
     }
 
-    /// Stops the server: no new calls; calls in flight may finish within
-    /// `grace`, then the rest are cancelled.
+    /// Stops the server's calls: no new ones; those running may finish
+    /// within `grace`, then the rest are cancelled. Returns once every call
+    /// has its outcome (or, after [`OUTCOME_FLUSH_LIMIT`], counts the
+    /// missing ones as lost).
+    ///
+    /// [`OUTCOME_FLUSH_LIMIT`]: crate::OUTCOME_FLUSH_LIMIT
     pub async fn shut_down(&self, grace: Duration) {
-        self.shared.draining.cancel();
-        let idle = self.shared.in_flight.clone();
-        let all = u32::try_from(MAX_CALLS_IN_FLIGHT).unwrap_or(u32::MAX);
-        let _ = tokio::time::timeout(grace, idle.acquire_many(all)).await;
-        self.shared.shutdown.cancel();
+        self.shared.admission.stop(grace).await;
+    }
+
+    /// Outcomes the server could not record: the event sink failed, or a
+    /// call did not end in time at a stop. Non-zero means the event log
+    /// misses calls that clients made.
+    pub fn lost_outcomes(&self) -> usize {
+        self.shared.admission.lost()
     }
 }
 
@@ -224,25 +266,57 @@ impl Shared {
     /// Tells 2025 peers and 2026 subscribers that the tool list changed.
     async fn tools_changed(&self) {
         let _ = self.tools_changed.send(());
-        let peers: Vec<Peer<RoleServer>> = lock(&self.peers).clone();
-        let mut alive = Vec::with_capacity(peers.len());
-        for peer in peers {
-            if peer.notify_tool_list_changed().await.is_ok() {
-                alive.push(peer);
+        let peers: Vec<(u64, Peer<RoleServer>)> = lock(&self.peers)
+            .iter()
+            .map(|(serial, peer)| (*serial, peer.clone()))
+            .collect();
+        for (serial, peer) in peers {
+            if peer.notify_tool_list_changed().await.is_err() {
+                lock(&self.peers).remove(&serial);
             }
         }
-        *lock(&self.peers) = alive;
     }
 
-    pub(crate) fn add_peer(&self, peer: Peer<RoleServer>) {
-        lock(&self.peers).push(peer);
+    /// Waits (bounded) until no loading is in progress.
+    pub(crate) async fn loaded(&self) {
+        let mut loading = self.loading.subscribe();
+        let done = tokio::time::timeout(MAX_LOADING_WAIT, loading.wait_for(|n| *n == 0)).await;
+        if !matches!(done, Ok(Ok(_))) {
+            self.listed_early
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// A mark for a new handler.
+    pub(crate) fn mark(self: &Arc<Self>) -> Arc<HandlerMark> {
+        Arc::new(HandlerMark {
+            shared: Arc::downgrade(self),
+            serial: self.handlers.fetch_add(1, Ordering::Relaxed),
+            session: std::sync::OnceLock::new(),
+        })
+    }
+
+    pub(crate) fn add_peer(&self, mark: &HandlerMark, peer: Peer<RoleServer>) {
+        lock(&self.peers).insert(mark.serial, peer);
+    }
+
+    /// Forgets what `session` left behind: its readable outputs and its
+    /// per-session servers.
+    fn forget_session(&self, session: &str) {
+        self.bindings.forget(session);
+        let mut outputs = lock(&self.outputs);
+        if outputs.ids.remove(session).is_some() {
+            outputs.order.retain(|s| s != session);
+        }
+        drop(outputs);
+        self.session_sources.forget(session);
     }
 
     /// Remembers that `session` produced the retained output `id`.
     pub(crate) fn record_output(&self, session: &str, id: String) {
         let mut outputs = lock(&self.outputs);
         if !outputs.ids.contains_key(session) {
-            if outputs.order.len() >= MAX_SESSIONS
+            if outputs.order.len() >= MAX_SESSIONS_WITH_OUTPUTS
                 && let Some(oldest) = outputs.order.pop_front()
             {
                 outputs.ids.remove(&oldest);
@@ -273,23 +347,52 @@ impl Shared {
             .unwrap_or_default()
     }
 
-    /// The in-flight limit of `session`.
-    pub(crate) fn session_slots(&self, session: &str) -> Arc<Semaphore> {
-        let mut sessions = lock(&self.sessions);
-        if !sessions.contains_key(session) && sessions.len() >= MAX_SESSIONS {
-            sessions.retain(|_, slots| slots.available_permits() < MAX_CALLS_PER_SESSION);
-        }
-        sessions
-            .entry(session.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(MAX_CALLS_PER_SESSION)))
-            .clone()
-    }
-
     pub(crate) fn take_pending(&self, handle: &str) -> Option<Pending> {
         lock(&self.pending).remove(handle)
     }
 
     pub(crate) fn put_pending(&self, handle: String, pending: Pending) {
         lock(&self.pending).insert(handle, pending);
+    }
+}
+
+impl Drop for Loading {
+    fn drop(&mut self) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let mut last = false;
+        shared.loading.send_modify(|n| {
+            *n -= 1;
+            last = *n == 0;
+        });
+        if last
+            && shared
+                .listed_early
+                .swap(false, std::sync::atomic::Ordering::Relaxed)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move { shared.tools_changed().await });
+        }
+    }
+}
+
+impl HandlerMark {
+    /// Records the MCP session this handler serves (its first request
+    /// that names one).
+    pub(crate) fn serves(&self, session: &str) {
+        let _ = self.session.set(session.to_owned());
+    }
+}
+
+impl Drop for HandlerMark {
+    fn drop(&mut self) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        lock(&shared.peers).remove(&self.serial);
+        if let Some(session) = self.session.get() {
+            shared.forget_session(session);
+        }
     }
 }

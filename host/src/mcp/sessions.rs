@@ -1,8 +1,8 @@
 //! MCP servers placed per MCP session (R35): a manifest's `per_session`
 //! servers are connected into a session's own placement on its first
 //! request, so each client gets its own, visible only to it; they close when
-//! the session is forgotten (the oldest beyond `MAX_PLACED_SESSIONS`) or the
-//! server stops.
+//! the session ends or is forgotten (the oldest beyond `MAX_PLACED_SESSIONS`),
+//! or the server stops.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -68,6 +68,14 @@ impl SessionSources {
             .get_or_init(|| connect(base.session(session), configs))
             .await;
         placed.location.clone()
+    }
+
+    /// Closes `session`'s servers, if it has any: the session ended.
+    pub(crate) fn forget(&self, session: &str) {
+        let mut placed = lock(&self.placed);
+        if placed.sessions.remove(session).is_some() {
+            placed.order.retain(|s| s != session);
+        }
     }
 
     /// The session's cell, made (and the oldest session forgotten beyond

@@ -28,8 +28,9 @@ pub const MAX_STDIO_MESSAGE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MA
 
 impl McpServer {
     /// Serves one client over stdin and stdout until it disconnects or
-    /// `stop` fires; then lets calls in flight finish within `grace` and
-    /// cancels the rest. Nothing but protocol goes to stdout.
+    /// `stop` fires; then lets calls in flight finish within `grace`,
+    /// cancels the rest and returns once each has its outcome (and, on a
+    /// stop, its reply). Nothing but protocol goes to stdout.
     pub async fn serve_stdio(
         &self,
         stop: CancellationToken,
@@ -37,24 +38,31 @@ impl McpServer {
     ) -> Result<(), ServeError> {
         use rmcp::ServiceExt as _;
 
-        let handler = Handler {
-            shared: self.shared.clone(),
-            connection: format!("stdio-{}", uuid::Uuid::new_v4().simple()),
-        };
+        let handler = Handler::new(
+            self.shared.clone(),
+            format!("stdio-{}", uuid::Uuid::new_v4().simple()),
+        );
         let service = handler
             .serve(BoundedStdio::new())
             .await
             .map_err(|e| ServeError::Transport(e.to_string()))?;
         let cancel = service.cancellation_token();
-        tokio::select! {
-            ended = service.waiting() => {
-                ended.map_err(|e| ServeError::Transport(e.to_string()))?;
-            }
-            () = stop.cancelled() => {
-                self.shut_down(grace).await;
-                cancel.cancel();
-            }
-        }
+        // A stop lets the calls end with their outcomes first, then ends the
+        // service, which still sends the replies it holds.
+        let stopping = async {
+            stop.cancelled().await;
+            self.shut_down(grace).await;
+            cancel.cancel();
+            std::future::pending::<()>().await;
+        };
+        let ended = tokio::select! {
+            ended = service.waiting() => ended,
+            () = stopping => unreachable!("stopping never ends"),
+        };
+        // The client may have left with calls running: they are cancelled
+        // with it, and their outcomes recorded before this returns.
+        self.shut_down(Duration::ZERO).await;
+        ended.map_err(|e| ServeError::Transport(e.to_string()))?;
         Ok(())
     }
 }

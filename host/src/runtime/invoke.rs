@@ -9,7 +9,6 @@ use std::task::Poll;
 use std::time::Instant;
 
 use serde_json::Value;
-use tokio::sync::SemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 
@@ -23,6 +22,7 @@ use crate::runtime::classify::{Stop, classify};
 use crate::runtime::http::CallHttp;
 use crate::runtime::imports::call::CallState;
 use crate::runtime::load::PluginCode;
+use crate::runtime::slots::SlotPermit;
 use crate::runtime::store::{Role, StoreState};
 
 /// A tool a plugin registered: the plugin's code and the authored name.
@@ -103,11 +103,12 @@ impl WasmTool {
         )
     }
 
-    /// Waits for one of the plugin's slots (a bounded queue), giving up on
-    /// cancellation or at the deadline: queueing counts against it.
-    async fn slot(&self, inv: &Invocation<'_>) -> Result<SemaphorePermit<'_>, Interruption> {
-        let permit = interruptible(inv.cancel, inv.deadline, self.plugin.slots.acquire()).await?;
-        permit.map_err(|_| Interruption::Cancelled)
+    /// Waits for one of the plugin's slots (a bounded queue, served fairly
+    /// between sessions), giving up on cancellation or at the deadline:
+    /// queueing counts against it.
+    async fn slot(&self, inv: &Invocation<'_>) -> Result<SlotPermit, Interruption> {
+        let slot = self.plugin.slots.acquire(&inv.context.session_id);
+        interruptible(inv.cancel, inv.deadline, slot).await
     }
 
     /// Instantiates and calls the guest, racing cancellation and the deadline.

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
 use wasmtime::Store;
 use wasmtime::component::Component;
 
@@ -20,6 +19,7 @@ use crate::runtime::compile::{self as bounded, Built, CompileLimits};
 use crate::runtime::engine::Runtime;
 use crate::runtime::grants::Grants;
 use crate::runtime::preflight::preflight;
+use crate::runtime::slots::FairSlots;
 use crate::runtime::store::{Role, StoreState, new_store};
 
 /// The first bytes of every WebAssembly binary.
@@ -92,8 +92,8 @@ pub(crate) struct PluginCode {
     pub(crate) bounds: Option<OutputBounds>,
     pub(crate) grants: Grants,
     pub(crate) policy: Policy,
-    /// Calls in flight: a bounded queue per plugin.
-    pub(crate) slots: Arc<Semaphore>,
+    /// Calls in flight: a bounded queue per plugin, fair between sessions.
+    pub(crate) slots: FairSlots,
     pub(crate) config: Arc<str>,
     /// Instance slots of the whole host, for the pool-exhaustion message.
     pub(crate) max_instances: u32,
@@ -179,9 +179,7 @@ async fn load(
             bounds: options.bounds,
             grants: options.grants.clone(),
             policy,
-            slots: Arc::new(Semaphore::new(
-                options.concurrency.unwrap_or(defaults.concurrency).max(1),
-            )),
+            slots: FairSlots::new(options.concurrency.unwrap_or(defaults.concurrency)),
             config: config.into(),
             max_instances: runtime.max_instances,
             http_limits: options.http_limits.unwrap_or(defaults.http_limits),

@@ -17,6 +17,7 @@ pub(crate) mod load;
 pub(crate) mod native;
 pub(crate) mod preflight;
 pub(crate) mod program;
+pub(crate) mod slots;
 pub(crate) mod stdio;
 pub(crate) mod store;
 pub(crate) mod worker;

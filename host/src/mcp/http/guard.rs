@@ -1,0 +1,601 @@
+//! What every request to `/mcp` passes before the MCP SDK sees it (R37):
+//! an exact Origin check, the bearer token (which becomes the request's
+//! [`Credential`]), the body read within a size, an idle time, a total time
+//! and the server-wide budget of bytes held, malformed JSON answered with
+//! JSON-RPC's parse error, a bounded `initialize`, and 2025-era sessions
+//! honoured only with the credential that made them. What a request holds
+//! (its bytes, its session, its place among replies a stop waits for) is
+//! released when its reply has been sent.
+
+use std::borrow::Cow;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use http_body::{Frame, SizeHint};
+use http_body_util::BodyExt as _;
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::SessionManager as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+use tower::ServiceExt as _;
+
+use crate::mcp::bindings::{Bindings, Credential, InUse, MAX_SESSIONS};
+use crate::mcp::handler::Handler;
+use crate::mcp::http::origin::Origins;
+use crate::mcp::results::BUSY;
+
+/// The largest request body accepted: room for large tool inputs, bounded
+/// so a client cannot make the server buffer without end.
+pub const MAX_REQUEST_BODY_BYTES: usize = 16 << 20;
+
+/// How long a request body may pause between bytes before the request is
+/// answered 408 and its connection closed.
+pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a whole request body may take to arrive, however steadily it
+/// trickles.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Request bytes the server holds at once, across every request: bodies
+/// being read and the inputs of calls that have not answered yet. Beyond
+/// it a request is refused (503, JSON-RPC `-32003`) until others finish.
+pub const MAX_BUFFERED_REQUEST_BYTES: usize = 256 << 20;
+
+/// The largest `initialize` params accepted: a session keeps them for its
+/// whole life.
+pub const MAX_INITIALIZE_BYTES: usize = 64 << 10;
+
+/// JSON-RPC's parse error.
+const PARSE_ERROR: i32 = -32700;
+
+/// JSON-RPC's invalid params.
+const INVALID_PARAMS: i32 = -32602;
+
+/// The first protocol revision without sessions.
+const STATELESS_ERA: &str = "2026-07-28";
+
+/// The 2025-era session header.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// A refusal: the whole reply to a request that goes no further.
+type Refused = Box<Response>;
+
+/// The MCP SDK's HTTP service and the sessions it holds.
+#[derive(Clone)]
+pub(crate) struct Sdk {
+    pub(crate) service: StreamableHttpService<Handler, LocalSessionManager>,
+    pub(crate) sessions: Arc<LocalSessionManager>,
+}
+
+/// The first revision whose clients understand SSE priming events.
+const RESUMABLE_ERA: &str = "2025-11-25";
+
+/// A request that passed: where it goes, and what it holds meanwhile.
+struct Admitted {
+    request: Request,
+    held: Held,
+    /// The credential of an `initialize`, whose reply names the new session.
+    initializing: Option<Credential>,
+    /// Whether it goes to the SDK service with resumable streams.
+    resumable: bool,
+}
+
+/// Everything the guard checks against.
+pub(crate) struct Guard {
+    /// Every caller's token; none: no token needed.
+    pub(crate) tokens: Vec<Arc<str>>,
+    pub(crate) origins: Origins,
+    pub(crate) body_idle: Duration,
+    pub(crate) body_deadline: Duration,
+    pub(crate) budget: Arc<Semaphore>,
+    /// The budget's size, for the refusal's message.
+    pub(crate) budget_bytes: usize,
+    pub(crate) bindings: Arc<Bindings>,
+    /// The SDK's services: one whose SSE streams are resumable (priming
+    /// events, for 2025-11-25 clients and later) and one whose are not.
+    pub(crate) resumable: Sdk,
+    pub(crate) plain: Sdk,
+    /// POST requests in progress, replies included: a stop waits for them
+    /// to be written.
+    pub(crate) replies: TaskTracker,
+}
+
+/// What a request keeps until its reply has been sent.
+#[derive(Default)]
+struct Held {
+    bytes: Option<OwnedSemaphorePermit>,
+    session: Option<InUse>,
+    reply: Option<TaskTrackerToken>,
+}
+
+/// A JSON-RPC error as a whole HTTP reply.
+fn rpc_error(status: StatusCode, id: Value, code: i32, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": message},
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// An error that also closes the connection: its request was not read to
+/// the end, so the connection is out of step.
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "a bearer token is required: send `Authorization: Bearer <token>`",
+    )
+        .into_response()
+}
+
+fn session_not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "Not Found: no such session (it expired, was closed, or was made with another credential); initialize a new one",
+    )
+        .into_response()
+}
+
+fn session_id(headers: &HeaderMap) -> Option<&str> {
+    headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+}
+
+/// Serves `/mcp`: the guard, then the SDK service the request's era goes to.
+pub(crate) async fn serve(State(guard): State<Arc<Guard>>, request: Request) -> Response {
+    let admitted = match guard.admit(request).await {
+        Ok(admitted) => admitted,
+        Err(refusal) => return *refusal,
+    };
+    let sdk = if admitted.resumable {
+        &guard.resumable
+    } else {
+        &guard.plain
+    };
+    let Ok(response) = sdk.service.clone().oneshot(admitted.request).await;
+    let response = response.map(Body::new);
+    if let Some(credential) = admitted.initializing
+        && let Some(id) = session_id(response.headers())
+    {
+        guard.bindings.bind(id, credential, admitted.resumable);
+    }
+    admitted.held.keep_until_sent(response)
+}
+
+impl Guard {
+    /// Checks a request; gives it back with what it holds and where it goes.
+    async fn admit(&self, request: Request) -> Result<Admitted, Refused> {
+        if let Some(origin) = request.headers().get(header::ORIGIN)
+            && !self.origins.allows(origin)
+        {
+            let forbidden = (
+                StatusCode::FORBIDDEN,
+                "Forbidden: Origin header is not allowed",
+            );
+            return Err(Box::new(forbidden.into_response()));
+        }
+        let credential = self.credential(request.headers())?;
+        let (mut parts, body) = request.into_parts();
+        parts.extensions.insert(credential.clone());
+        let mut held = Held::default();
+        let mut initializing = None;
+        let mut resumable = false;
+        let body = if parts.method == Method::POST {
+            let (bytes, permit) = self.read(&parts.headers, body).await?;
+            held.bytes = permit;
+            held.reply = Some(self.replies.token());
+            let peek = Peek::of(&bytes)?;
+            if let Some(version) = &peek.initialize {
+                self.make_room().await?;
+                initializing = Some(credential.clone());
+                resumable = version.as_str() >= RESUMABLE_ERA;
+            } else if peek.is_stateless(&parts.headers) {
+                // Sessions do not exist in this era: a session id it
+                // carries names nothing.
+                parts.headers.remove(SESSION_HEADER);
+            }
+            Body::from(bytes)
+        } else {
+            body
+        };
+        if initializing.is_none()
+            && let Some(id) = session_id(&parts.headers)
+        {
+            let in_use = self.bindings.enter(id, &credential);
+            let in_use = in_use.ok_or_else(|| Box::new(session_not_found()))?;
+            resumable = in_use.resumable;
+            held.session = Some(in_use);
+        }
+        Ok(Admitted {
+            request: Request::from_parts(parts, body),
+            held,
+            initializing,
+            resumable,
+        })
+    }
+
+    /// The request's credential: its bearer token when tokens are required.
+    fn credential(&self, headers: &HeaderMap) -> Result<Credential, Refused> {
+        if self.tokens.is_empty() {
+            return Ok(Credential::anonymous());
+        }
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| Box::new(unauthorized()))?;
+        // Every token is compared, so timing does not tell which matched.
+        let matched = self.tokens.iter().fold(false, |any, t| {
+            constant_time_eq(given.as_bytes(), t.as_bytes()) | any
+        });
+        if matched {
+            Ok(Credential::token(given))
+        } else {
+            Err(Box::new(unauthorized()))
+        }
+    }
+
+    /// Reads the whole body within the size, the idle time, the total time
+    /// and the budget of bytes held. Over the budget, the rest of the body
+    /// is read and dropped, so the client, still sending, sees the refusal.
+    async fn read(
+        &self,
+        headers: &HeaderMap,
+        mut body: Body,
+    ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Refused> {
+        if declared_length(headers).is_some_and(|n| n > MAX_REQUEST_BODY_BYTES) {
+            return Err(too_large());
+        }
+        let deadline = Instant::now() + self.body_deadline;
+        let mut collected = BytesMut::new();
+        let mut permit: Option<OwnedSemaphorePermit> = None;
+        while let Some(data) = self.next_data(&mut body, deadline).await? {
+            if collected.len() + data.len() > MAX_REQUEST_BODY_BYTES {
+                return Err(too_large());
+            }
+            let more = u32::try_from(data.len())
+                .ok()
+                .and_then(|n| self.budget.clone().try_acquire_many_owned(n).ok());
+            let Some(more) = more else {
+                let read = collected.len() + data.len();
+                drop((collected, permit));
+                self.discard(body, deadline, read).await?;
+                return Err(Box::new(over_budget(self.budget_bytes)));
+            };
+            match &mut permit {
+                Some(held) => held.merge(more),
+                None => permit = Some(more),
+            }
+            collected.extend_from_slice(&data);
+        }
+        Ok((collected.freeze(), permit))
+    }
+
+    /// Reads the rest of a refused body without keeping it.
+    async fn discard(
+        &self,
+        mut body: Body,
+        deadline: Instant,
+        mut read: usize,
+    ) -> Result<(), Refused> {
+        while let Some(data) = self.next_data(&mut body, deadline).await? {
+            read += data.len();
+            if read > MAX_REQUEST_BODY_BYTES {
+                return Err(too_large());
+            }
+        }
+        Ok(())
+    }
+
+    /// The body's next bytes, within the idle time and the deadline.
+    async fn next_data(
+        &self,
+        body: &mut Body,
+        deadline: Instant,
+    ) -> Result<Option<Bytes>, Refused> {
+        loop {
+            let wait = deadline.min(Instant::now() + self.body_idle);
+            match tokio::time::timeout_at(wait, body.frame()).await {
+                Err(_) => return Err(Box::new(self.stalled(wait >= deadline))),
+                Ok(None) => return Ok(None),
+                Ok(Some(Err(e))) => {
+                    let unreadable = (
+                        StatusCode::BAD_REQUEST,
+                        format!("cannot read the request body: {e}"),
+                    );
+                    return Err(Box::new(closing(unreadable.into_response())));
+                }
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Ok(Some(data));
+                    }
+                }
+            }
+        }
+    }
+
+    fn stalled(&self, whole: bool) -> Response {
+        let message = if whole {
+            format!(
+                "the request body did not arrive within {:?}",
+                self.body_deadline
+            )
+        } else {
+            format!("the request body paused for more than {:?}", self.body_idle)
+        };
+        closing(rpc_error(
+            StatusCode::REQUEST_TIMEOUT,
+            Value::Null,
+            INVALID_PARAMS,
+            &message,
+        ))
+    }
+
+    /// Room for one more session: closes the one idle the longest when
+    /// the limit is reached.
+    async fn make_room(&self) -> Result<(), Refused> {
+        match self.bindings.make_room() {
+            Ok(None) => Ok(()),
+            Ok(Some(evicted)) => {
+                // It lives in one of the two; closing an unknown id is a no-op.
+                let id = evicted.to_string().into();
+                for sdk in [&self.resumable, &self.plain] {
+                    if let Err(e) = sdk.sessions.close_session(&id).await {
+                        tracing::warn!("cannot close the idle session {evicted}: {e}");
+                    }
+                }
+                Ok(())
+            }
+            Err(_) => Err(Box::new(rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                Value::Null,
+                BUSY.0,
+                &format!(
+                    "the server has its limit of {MAX_SESSIONS} sessions, all busy; retry later"
+                ),
+            ))),
+        }
+    }
+}
+
+fn too_large() -> Refused {
+    Box::new(closing(rpc_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Value::Null,
+        INVALID_PARAMS,
+        &format!("the request body is larger than {MAX_REQUEST_BODY_BYTES} bytes"),
+    )))
+}
+
+fn over_budget(budget: usize) -> Response {
+    let mut response = rpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        Value::Null,
+        BUSY.0,
+        &format!(
+            "the server already holds {} MiB of requests; retry when they have been answered",
+            budget >> 20
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<usize> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Compares without stopping at the first difference, so timing does not
+/// tell how much of a guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// What the guard needs of a JSON-RPC message, read without building it.
+#[derive(Debug, Default)]
+struct Peek {
+    /// For an `initialize`, the protocol version it asks for.
+    initialize: Option<String>,
+    /// The per-request protocol version in `params._meta` (2026-07-28).
+    version: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Params<'a> {
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<Meta<'a>>,
+    #[serde(rename = "protocolVersion", borrow, default)]
+    protocol_version: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Meta<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    version: Option<Cow<'a, str>>,
+}
+
+impl Peek {
+    /// Malformed JSON is JSON-RPC's parse error (HTTP 400); an oversized
+    /// `initialize` is refused. Anything else well-formed goes on to the
+    /// SDK, which answers what it cannot use.
+    fn of(bytes: &[u8]) -> Result<Peek, Refused> {
+        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            return Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                PARSE_ERROR,
+                &format!("Parse error: the request body is not JSON ({e})"),
+            )));
+        }
+        let Ok(message) = serde_json::from_slice::<Message>(bytes) else {
+            return Ok(Peek::default());
+        };
+        let initializing = message.method.as_deref() == Some("initialize");
+        let params = message.params.map_or("", RawValue::get);
+        if initializing && params.len() > MAX_INITIALIZE_BYTES {
+            let id = message
+                .id
+                .and_then(|id| serde_json::from_str(id.get()).ok())
+                .unwrap_or(Value::Null);
+            return Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                INVALID_PARAMS,
+                &format!(
+                    "initialize params are {} bytes; at most {MAX_INITIALIZE_BYTES} are accepted",
+                    params.len()
+                ),
+            )));
+        }
+        let params = serde_json::from_str::<Params>(params).ok();
+        let (asked, version) = match params {
+            Some(p) => (p.protocol_version, p.meta.and_then(|m| m.version)),
+            None => (None, None),
+        };
+        Ok(Peek {
+            initialize: initializing.then(|| asked.map(Cow::into_owned).unwrap_or_default()),
+            version: version.map(Cow::into_owned),
+        })
+    }
+
+    /// Whether the request is of the stateless era, by its own metadata or
+    /// its protocol-version header.
+    fn is_stateless(&self, headers: &HeaderMap) -> bool {
+        let header = headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok());
+        // Revisions are dates: they compare as strings.
+        self.version.as_deref().or(header) >= Some(STATELESS_ERA)
+    }
+}
+
+impl Held {
+    /// The response, keeping what the request held until its body has been
+    /// sent (or the client went away).
+    fn keep_until_sent(self, response: Response) -> Response {
+        if self.bytes.is_none() && self.session.is_none() && self.reply.is_none() {
+            return response;
+        }
+        response.map(|inner| Body::new(HeldBody { inner, _held: self }))
+    }
+}
+
+/// A response body and what its request holds.
+struct HeldBody {
+    inner: Body,
+    _held: Held,
+}
+
+impl http_body::Body for HeldBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_json_is_a_parse_error_with_status_400() {
+        let refused = Peek::of(b"{\"jsonrpc\": \"2.0\", ").unwrap_err();
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn an_oversized_initialize_is_refused_and_others_pass() {
+        let big = "x".repeat(MAX_INITIALIZE_BYTES);
+        let init = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"initialize","params":{{"clientInfo":{{"name":"{big}"}}}}}}"#
+        );
+        assert_eq!(
+            Peek::of(init.as_bytes()).unwrap_err().status(),
+            StatusCode::BAD_REQUEST
+        );
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"echo","arguments":{{"m":"{big}"}}}}}}"#
+        );
+        assert!(
+            Peek::of(call.as_bytes())
+                .expect("passes")
+                .initialize
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_era_comes_from_the_request_metadata_or_the_header() {
+        let modern = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(Peek::of(modern).unwrap().is_stateless(&HeaderMap::new()));
+        let legacy = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let peek = Peek::of(legacy).unwrap();
+        assert!(!peek.is_stateless(&HeaderMap::new()));
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-11-25"),
+        );
+        assert!(!peek.is_stateless(&headers));
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2026-07-28"),
+        );
+        assert!(peek.is_stateless(&headers));
+    }
+}
