@@ -165,7 +165,7 @@ pub use registry::snapshot::{CatalogEntry, SnapshotOptions};
 pub use runtime::activation::Activation;
 pub use runtime::bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use runtime::cache::{DEFAULT_CACHE_LIMIT, default_cache_dir};
-pub use runtime::compile::{
+pub use runtime::compile_settings::{
     CompileLimits, CompileWorker, DEFAULT_COMPILE_MEMORY, DEFAULT_COMPILE_TIMEOUT,
 };
 pub use runtime::engine::DEFAULT_MAX_INSTANCES;

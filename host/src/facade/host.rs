@@ -20,7 +20,7 @@ use crate::permission::{Policy, Rules};
 use crate::registry::placement::{Level, Placement};
 use crate::registry::snapshot::Overlay;
 use crate::runtime::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};
-use crate::runtime::compile::CompileWorker;
+use crate::runtime::compile_settings::CompileWorker;
 use crate::runtime::engine::{DEFAULT_MAX_INSTANCES, Runtime};
 use crate::runtime::http::tls::client_config;
 use crate::runtime::load::{Loader, Plugin, PluginDefaults, PluginOptions};

@@ -47,7 +47,7 @@ use serde_json::Value;
 use crate::error::LoadError;
 use crate::model::budget::{BudgetOverrides, HttpLimits, OutputBounds};
 use crate::permission::{Rule, Rules};
-use crate::runtime::compile::CompileLimits;
+use crate::runtime::compile_settings::CompileLimits;
 use crate::runtime::grants::{DirGrant, EnvGrant, Grants};
 use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::load::{PluginOptions, read_regular_file};

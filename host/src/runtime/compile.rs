@@ -3,8 +3,7 @@
 //! memory limit by the kernel; or, without a worker, on a thread of its own
 //! whose result is dropped at the time limit (it runs on until it ends).
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,17 +13,8 @@ use tokio::sync::oneshot;
 use wasmtime::component::Component;
 
 use crate::error::{CompileLimit, Error, LoadError};
+use crate::runtime::compile_settings::{CompileLimits, CompileWorker};
 use crate::runtime::engine::Runtime;
-
-/// How long compiling one plugin may take: about 3× the slowest real
-/// plugin we know (componentize-py's CPython, 18 MB: 13–43 s in a debug
-/// build on the 2-core machine, idle to busy), while a compile bomb (one
-/// function keeping 10,000 locals live, 430 KB: 190 s) is stopped.
-pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Memory a compile worker may allocate: 4× what the largest real plugin
-/// needs (CPython: 256–512 MiB), far below what would strain the host.
-pub const DEFAULT_COMPILE_MEMORY: u64 = 2 << 30;
 
 /// The most of a worker's error output kept for the message.
 const MAX_WORKER_MESSAGE: u64 = 16 << 10;
@@ -36,55 +26,6 @@ pub(crate) const WORKER_TAG: &[u8; 8] = b"THCOMP01";
 /// A worker's exit code when the component does not compile (stderr says
 /// why).
 pub(crate) const WORKER_INVALID: u8 = 1;
-
-/// Bounds on compiling one plugin; a plugin found in the compile cache is
-/// not compiled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CompileLimits {
-    /// Wall-clock time. Default: [`DEFAULT_COMPILE_TIMEOUT`].
-    pub timeout: Duration,
-    /// Bytes the compile worker may allocate (its data segment,
-    /// `RLIMIT_DATA`); applies only when the host compiles in a
-    /// [`CompileWorker`]. Default: [`DEFAULT_COMPILE_MEMORY`].
-    pub memory: u64,
-}
-
-impl Default for CompileLimits {
-    fn default() -> Self {
-        CompileLimits {
-            timeout: DEFAULT_COMPILE_TIMEOUT,
-            memory: DEFAULT_COMPILE_MEMORY,
-        }
-    }
-}
-
-/// A program that compiles plugins in processes of their own, so a compile
-/// that passes its limits is killed rather than left running. Run with its
-/// arguments, it must call [`crate::compile_worker`] and exit with what it
-/// returns; it must link this same `toolhost` (the artifact it makes is
-/// checked against the host's engine). The `toolhost` CLI is one:
-/// `toolhost __compile-worker`.
-#[derive(Debug, Clone)]
-pub struct CompileWorker {
-    program: PathBuf,
-    args: Vec<OsString>,
-}
-
-impl CompileWorker {
-    /// The program to run, with no arguments yet.
-    pub fn new(program: impl Into<PathBuf>) -> CompileWorker {
-        CompileWorker {
-            program: program.into(),
-            args: Vec::new(),
-        }
-    }
-
-    /// Adds an argument.
-    pub fn arg(mut self, arg: impl Into<OsString>) -> CompileWorker {
-        self.args.push(arg.into());
-        self
-    }
-}
 
 /// A compiled component and, when a worker made it, the artifact it came
 /// from (what the compile cache stores).

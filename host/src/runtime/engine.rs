@@ -7,7 +7,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 use crate::error::Error;
 use crate::model::budget::MAX_MEMORY;
 use crate::runtime::cache::CompileCache;
-use crate::runtime::compile::CompileWorker;
+use crate::runtime::compile_settings::CompileWorker;
 use crate::runtime::store::StoreState;
 
 /// Default instances the pooling allocator holds at once: calls in flight

@@ -8,6 +8,7 @@ pub(crate) mod bindings;
 pub(crate) mod cache;
 pub(crate) mod classify;
 pub(crate) mod compile;
+pub(crate) mod compile_settings;
 pub(crate) mod engine;
 pub(crate) mod grants;
 pub(crate) mod http;
