@@ -11,7 +11,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use toolhost::{Call, Grants, Host, PluginOptions};
+use toolhost::config::{Grants, PluginOptions};
+use toolhost::{Call, Host};
 use toolhost_tests::context;
 
 toolhost_tests::plugin_paths!();

@@ -15,7 +15,9 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::json;
-use toolhost::{Call, Effect, Host, McpServerConfig, PluginOptions, Rule, Rules};
+use toolhost::config::{McpServerConfig, PluginOptions};
+use toolhost::permission::{Effect, Rule, Rules};
+use toolhost::{Call, Host};
 use toolhost_tests::context;
 
 toolhost_tests::plugin_paths!();

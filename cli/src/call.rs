@@ -6,9 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use toolhost::{
-    Call, CallContext, CancellationToken, ContentPart, EventSink, Outcome, ProgressEvent,
-};
+use toolhost::events::{EventSink, ProgressEvent};
+use toolhost::{Call, CallContext, CancellationToken, ContentPart, Outcome};
 
 use crate::common::{Common, activate_all, specs};
 use crate::{Failure, exit, stdio, terminal, usage};

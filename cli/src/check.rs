@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::Value;
-use toolhost::{Call, CallContext, Host, McpServerConfig, Outcome, Snapshot};
+use toolhost::config::McpServerConfig;
+use toolhost::{Call, CallContext, Host, Outcome, Snapshot};
 
 use crate::common::{Common, Spec, read_bounded, specs};
 use crate::junit::{self, Case, Suite};

@@ -8,12 +8,16 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
-use toolhost::{
-    Activation, Budget, BudgetOverrides, CompileWorker, DirGrant, Effect, EnvGrant, EventSink,
-    Host, HttpGrant, Location, McpConnection, McpServerConfig, PluginOptions, Rule, Rules, Source,
-    parse_duration, parse_size,
+use toolhost::config::{
+    CompileWorker, DirGrant, EnvGrant, HttpGrant, McpServerConfig, PluginOptions,
 };
+use toolhost::events::EventSink;
+use toolhost::manifest::Source;
+use toolhost::mcp::McpConnection;
+use toolhost::permission::{Effect, Rule, Rules};
+use toolhost::{Activation, Budget, BudgetOverrides, Host, Location};
 
+use crate::units::{parse_duration, parse_size};
 use crate::{Failure, grants, prompt};
 
 /// Flags every command takes.

@@ -10,7 +10,8 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use toolhost::{DirGrant, EnvGrant, HttpGrant, Manifest, McpServerConfig, McpTransport};
+use toolhost::config::{DirGrant, EnvGrant, HttpGrant, McpServerConfig, McpTransport};
+use toolhost::manifest::Manifest;
 
 use crate::{Failure, stdio, terminal, usage};
 

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use toolhost::CatalogEntry;
+use toolhost::registry::CatalogEntry;
 
 use crate::common::{Common, activate_all, specs};
 use crate::{Failure, exit, stdio, terminal};

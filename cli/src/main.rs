@@ -15,6 +15,7 @@ mod prompt;
 mod serve;
 mod stdio;
 mod terminal;
+mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

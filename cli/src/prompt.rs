@@ -7,7 +7,7 @@ use std::future::Future;
 use std::io::{BufRead, Write};
 use std::pin::Pin;
 
-use toolhost::{Approver, PermissionRequest, Reply};
+use toolhost::permission::{Approver, PermissionRequest, Reply};
 
 use crate::terminal;
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
-use toolhost::{EventSink, HttpOptions, JsonLinesSink, Loading, McpServer, ServeError, Watcher};
+use toolhost::events::{EventSink, JsonLinesSink};
+use toolhost::mcp::{HttpOptions, Loading, McpServer, ServeError, Watcher};
 
 use crate::common::{Common, Specs, specs};
 use crate::{Failure, exit, stdio, terminal, usage};
@@ -40,30 +41,30 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
     /// On SIGINT/SIGTERM, how long calls in flight may finish.
-    #[arg(long, default_value = "10s", value_parser = toolhost::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::units::parse_duration)]
     grace: Duration,
     /// HTTP: open connections at once (at most half the descriptor limit).
-    #[arg(long, value_name = "N", default_value_t = toolhost::MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", default_value_t = toolhost::limits::MAX_CONNECTIONS)]
     max_connections: usize,
     /// HTTP: how long a client has to send a request head; also how long
     /// an idle connection stays open.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = toolhost::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
     header_timeout: Duration,
     /// HTTP: how long a request body may pause between bytes.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = toolhost::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
     body_timeout: Duration,
     /// HTTP: how long a whole request body may take to arrive.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = toolhost::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::units::parse_duration)]
     body_deadline: Duration,
     /// HTTP: sessions at once; the one idle the longest makes room.
-    #[arg(long, value_name = "N", default_value_t = toolhost::MAX_SESSIONS)]
+    #[arg(long, value_name = "N", default_value_t = toolhost::limits::MAX_SESSIONS)]
     max_sessions: usize,
     /// HTTP: how long a session lives without a request.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = toolhost::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::units::parse_duration)]
     session_idle: Duration,
     /// HTTP: request bytes held at once across all requests (bodies being
     /// read, inputs of calls not yet answered).
-    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = toolhost::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = crate::units::parse_size)]
     max_buffered: u64,
 }
 

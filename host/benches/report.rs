@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolhost::bench_support::Warm;
-use toolhost::{
-    Call, CancellationToken, Host, Outcome, PluginOptions, Snapshot, Tool, ToolResponse,
-};
+use toolhost::config::PluginOptions;
+use toolhost::{Call, CancellationToken, Host, Outcome, Snapshot, Tool, ToolResponse};
 use toolhost_tests::context;
 
 toolhost_tests::plugin_paths!();

@@ -7,7 +7,8 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use toolhost::bench_support::{count_lines, preview, within};
-use toolhost::{Call, Host, OutputBounds, PluginOptions, Tool, ToolResponse};
+use toolhost::config::{OutputBounds, PluginOptions};
+use toolhost::{Call, Host, Tool, ToolResponse};
 use toolhost_tests::context;
 
 toolhost_tests::plugin_paths!();

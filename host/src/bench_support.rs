@@ -13,10 +13,10 @@ pub use crate::output::bound::{count_lines, preview, within};
 
 use crate::model::budget::FUEL_YIELD_INTERVAL;
 use crate::model::event::CallEvents;
-use crate::runtime::bindings::ToolPlugin;
-use crate::runtime::bindings::toolhost::plugin::types::CallContext;
-use crate::runtime::imports::call::CallState;
-use crate::runtime::store::{MemoryLimiter, Role, StoreState};
+use crate::wasm::bindings::ToolPlugin;
+use crate::wasm::bindings::toolhost::plugin::types::CallContext;
+use crate::wasm::imports::call::CallState;
+use crate::wasm::store::{MemoryLimiter, Role, StoreState};
 
 fn state(wasi: wasmtime_wasi::WasiCtx) -> StoreState {
     StoreState {
@@ -25,9 +25,7 @@ fn state(wasi: wasmtime_wasi::WasiCtx) -> StoreState {
         limiter: MemoryLimiter::new(u64::MAX),
         stdout: Default::default(),
         stderr: Default::default(),
-        activation: None,
-        call: None,
-        program: None,
+        role: Role::Bare,
         notes: Vec::new(),
         http: Default::default(),
         http_hooks: Default::default(),
@@ -65,7 +63,7 @@ impl Warm {
         config.consume_fuel(metered);
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
-        crate::runtime::imports::add_to_linker(&mut linker)?;
+        crate::wasm::imports::add_to_linker(&mut linker)?;
         let component = Component::from_file(&engine, path)?;
         let mut store = Store::new(&engine, state(wasmtime_wasi::WasiCtx::builder().build()));
         if metered {

@@ -7,7 +7,8 @@
 //! calls against it. Settlement validates input and output against the
 //! tools' JSON Schemas, runs each wasm call in a fresh instance under fuel,
 //! deadline and memory budgets, bounds what reaches the model (retaining the
-//! full output), and reports progress and outcomes to an [`EventSink`].
+//! full output), and reports progress and outcomes to an
+//! [`EventSink`](events::EventSink).
 //! With Code Mode on ([`HostBuilder::code_mode`]), snapshots also advertise
 //! `execute`, which runs a model's JavaScript program in a sandboxed
 //! interpreter component; the program's tool calls settle as child calls.
@@ -64,7 +65,7 @@
 //!
 //! ```no_run
 //! # async fn run(location: toolhost::Location) -> Result<(), toolhost::Error> {
-//! use toolhost::PluginOptions;
+//! use toolhost::config::PluginOptions;
 //!
 //! let activation = location.load("text_tools.wasm", &PluginOptions::default()).await?;
 //! // ... snapshots now include echo, word_count, regex_search ...
@@ -73,117 +74,110 @@
 //! # }
 //! ```
 
+//!
+//! # The API
+//!
+//! The crate root holds the types of every embedding: the [`Host`] and its
+//! builder, [`Location`], [`Snapshot`], [`Call`], [`Settlement`] and
+//! [`Outcome`], [`Tool`] and what a tool returns, budgets and errors.
+//! Public modules hold the rest:
+//! [`config`] (plugin options, grants, MCP servers), [`limits`] (every
+//! limit and default, each with its reason), [`manifest`], [`mcp`]
+//! (feature `mcp`: the server and the bridge), [`outcome`], [`events`],
+//! [`schema`], [`hooks`], [`permission`] (rules and the approver) and
+//! [`registry`].
+//! [`CancellationToken`] is tokio-util's, re-exported because
+//! [`Call::with_cancel`] takes one: embedders need not depend on
+//! tokio-util to cancel a call.
+//!
+//! # Layers
+//!
+//! Inside the crate, a module imports only from its own layer or below
+//! (`cargo xtask layers` checks it and prints this list), bottom to top:
+//!
+//! 0. `model`: model types
+//! 1. `error`, `files`, `permission`: errors, bounded file reading,
+//!    permission rules
+//! 2. `config`: configuration as data
+//! 3. `output`, `registry`, `sink`: output bounding and retention, the
+//!    registry, the event log
+//! 4. `manifest`: TOML into configuration
+//! 5. `wasm`, `net`, `native`: the wasm runtime, outbound HTTP, native tools
+//! 6. `settle`: settlement
+//! 7. `code`: Code Mode
+//! 8. `facade`: `Host`, `Location`, `Snapshot`
+//! 9. `mcp`, `bridge`: the MCP server and bridge
+
 #![deny(missing_docs)]
 
-// Layers, bottom to top; a module never imports from a layer above it:
-// model → permission, output, registry, sink → runtime → settle → code
-// (Code Mode) → facade (and manifest, which describes how the facade loads
-// plugins).
 #[cfg(feature = "mcp")]
 mod bridge;
 mod code;
+pub mod config;
 mod error;
 mod facade;
-mod manifest;
+mod files;
+pub mod limits;
+pub mod manifest;
 #[cfg(feature = "mcp")]
-mod mcp;
+pub mod mcp;
 mod model;
+mod native;
+mod net;
 mod output;
-mod permission;
-mod registry;
-mod runtime;
+pub mod permission;
+pub mod registry;
 mod settle;
 mod sink;
+mod wasm;
 
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench_support;
 
-#[cfg(feature = "mcp")]
-pub use bridge::{MCP_CONNECT_TIMEOUT, MCP_RECONNECT_MAX, MCP_RECONNECT_MIN, McpConnection};
 pub use error::{CompileLimit, Error, GrantError, LoadError, Unsupported};
 pub use facade::host::{Host, HostBuilder};
 pub use facade::location::Location;
 pub use facade::snapshot::Snapshot;
-pub use manifest::mcp::{McpServerConfig, McpTransport};
-pub use manifest::{MAX_MANIFEST_BYTES, Manifest, Source, parse_duration, parse_size};
-#[cfg(feature = "mcp")]
-pub use mcp::admission::{
-    MAX_CALLS_IN_FLIGHT, MAX_CALLS_PER_SESSION, MAX_CALLS_WAITING, MAX_SLOT_WAIT,
-    OUTCOME_FLUSH_LIMIT,
-};
-#[cfg(feature = "mcp")]
-pub use mcp::bindings::{MAX_SESSIONS, SESSION_IDLE_EXPIRY};
-#[cfg(feature = "mcp")]
-pub use mcp::handler::{MESSAGE_ID_KEY, SESSION_ID_KEY};
-#[cfg(feature = "mcp")]
-pub use mcp::http::{
-    BODY_IDLE_TIMEOUT, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, HttpOptions, HttpServer,
-    MAX_BUFFERED_REQUEST_BYTES, MAX_CONNECTIONS, MAX_INITIALIZE_BYTES, MAX_REQUEST_BODY_BYTES,
-    REPLY_FLUSH_LIMIT,
-};
-#[cfg(feature = "mcp")]
-pub use mcp::results::{BUSY, DEFECT, INTERRUPTED, TOOL_METADATA_KEY};
-#[cfg(feature = "mcp")]
-pub use mcp::server::{
-    Loading, MAX_LOADING_WAIT, McpServer, PERMISSION_ANSWER_TIMEOUT, ServeError,
-};
-#[cfg(feature = "mcp")]
-pub use mcp::stdio::MAX_STDIO_MESSAGE_BYTES;
-#[cfg(feature = "mcp")]
-pub use mcp::watch::Watcher;
-pub use model::approval::{Approver, PermissionDenied, PermissionRequest, Reply};
-pub use model::budget::{
-    Budget, BudgetOverrides, DEFAULT_CONCURRENCY, DEFAULT_FUEL, DEFAULT_HTTP_CONCURRENCY,
-    DEFAULT_HTTP_REQUEST_BYTES, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES,
-    DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, DEFAULT_MAX_MACHINE_OUTPUT, DEFAULT_MEMORY,
-    DEFAULT_TIMEOUT, FUEL_YIELD_INTERVAL, HttpLimits, Limit, MAX_MEMORY, OutputBounds, Usage,
-};
+pub use model::budget::{Budget, BudgetOverrides, Limit, Usage};
 pub use model::call::Call;
 pub use model::content::{ContentPart, ToolFailure, ToolResponse};
 pub use model::context::CallContext;
-pub use model::event::{EventSink, ProgressEvent, RequestEvent, SinkError, SinkFuture};
 pub use model::execution::ToolContext;
-pub use model::hook::{AfterHook, HookCall};
-pub use model::outcome::{
-    Completed, Culprit, Defect, DefectKind, ErrorKind, FINAL_STEP_MESSAGE, FaultKind, HostFault,
-    Interruption, Logs, Outcome, RetainedOutput, Settlement,
-};
+pub use model::outcome::{Completed, Interruption, Outcome, Settlement};
 pub use model::plugin::PluginInfo;
-pub use model::schema::{
-    MAX_COUNTED_VIOLATIONS, MAX_LISTED_VIOLATIONS, Schema, SchemaError, Violation, Violations,
-};
-pub use model::text::MAX_MESSAGE_BYTES;
-pub use model::tool::{
-    MAX_NAME_LEN, NameError, RESERVED_NAME, Tool, ToolDefinition, normalize_name,
-};
-pub use output::retain::{DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA};
-pub use permission::{Effect, Rule, Rules};
-pub use registry::placement::{Level, Registration, RegistrationError};
-pub use registry::scope::Scope;
-pub use registry::snapshot::{CatalogEntry, SnapshotOptions};
-pub use runtime::activation::Activation;
-pub use runtime::bindings::{WIT_PACKAGE, WIT_VERSION};
-pub use runtime::cache::{DEFAULT_CACHE_LIMIT, default_cache_dir};
-pub use runtime::compile_settings::{
-    CompileLimits, CompileWorker, DEFAULT_COMPILE_MEMORY, DEFAULT_COMPILE_TIMEOUT,
-};
-pub use runtime::engine::DEFAULT_MAX_INSTANCES;
-pub use runtime::grants::{DirGrant, EnvGrant, Grants};
-pub use runtime::http::grant::{HttpGrant, HttpGrantError};
-pub use runtime::imports::call::{MAX_PERMISSION_ITEMS, MAX_PERMISSION_TEXT, MAX_PROGRESS_BYTES};
-pub use runtime::imports::program::{
-    MAX_CONSOLE_BYTES, MAX_PROGRAM_CALLS, MAX_PROGRAM_CALLS_IN_FLIGHT,
-};
-pub use runtime::imports::registry::{
-    MAX_DESCRIPTION_BYTES, MAX_REGISTERED_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_ACTIVATION,
-};
-pub use runtime::load::{MAX_PLUGIN_BYTES, Plugin, PluginOptions};
-pub use runtime::stdio::MAX_CAPTURED_BYTES;
-pub use runtime::store::{MAX_HANDLES_PER_CALL, MAX_HOST_COPY_BYTES};
-pub use runtime::worker::compile_worker;
-pub use settle::content::{MAX_MEDIA_BYTES, MAX_RESULT_MEDIA_BYTES};
-pub use settle::metadata::MAX_METADATA_BYTES;
-pub use settle::pipeline::MAX_PARTIAL_BYTES;
-pub use sink::{EVENT_LOG_ROTATE_BYTES, EVENT_LOG_SEGMENTS, JsonLinesBuilder, JsonLinesSink};
+pub use model::tool::{Tool, ToolDefinition};
+pub use registry::{Registration, RegistrationError};
 pub use tokio_util::sync::CancellationToken;
+pub use wasm::activation::Activation;
+pub use wasm::bindings::{WIT_PACKAGE, WIT_VERSION};
+pub use wasm::load::Plugin;
+pub use wasm::worker::compile_worker;
+
+/// How calls end, in detail: who is at fault for a defect, what a
+/// model-visible error was about, retained outputs, captured logs.
+pub mod outcome {
+    pub use crate::model::outcome::{
+        Culprit, Defect, DefectKind, ErrorKind, FINAL_STEP_MESSAGE, FaultKind, HostFault, Logs,
+        RetainedOutput,
+    };
+}
+
+/// Events: progress, audited requests and outcomes, the [`EventSink`]
+/// that receives them and the JSON Lines event log.
+///
+/// [`EventSink`]: events::EventSink
+pub mod events {
+    pub use crate::model::event::{EventSink, ProgressEvent, RequestEvent, SinkError, SinkFuture};
+    pub use crate::sink::{JsonLinesBuilder, JsonLinesSink};
+}
+
+/// JSON Schemas as the host compiles and checks them.
+pub mod schema {
+    pub use crate::model::schema::{Schema, SchemaError, Violation, Violations};
+}
+
+/// After-hooks: the embedder's last word on a settled call (R18).
+pub mod hooks {
+    pub use crate::model::hook::{AfterHook, HookCall};
+}

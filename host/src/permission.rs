@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use wildmatch::WildMatch;
 
-use crate::model::approval::{Approver, PermissionDenied, PermissionRequest, Reply};
+pub use crate::model::approval::{Approver, PermissionDenied, PermissionRequest, Reply};
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,9 +10,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use toolhost::{
-    Call, MAX_COUNTED_VIOLATIONS, MAX_LISTED_VIOLATIONS, Outcome, Schema, Tool, ToolResponse,
-};
+use toolhost::limits::{MAX_COUNTED_VIOLATIONS, MAX_LISTED_VIOLATIONS};
+use toolhost::schema::Schema;
+use toolhost::{Call, Outcome, Tool, ToolResponse};
 use toolhost_tests::{context, host};
 
 /// The system allocator, counting the bytes live and their peak.

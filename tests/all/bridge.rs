@@ -13,10 +13,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use toolhost::config::McpServerConfig;
+use toolhost::events::{EventSink, ProgressEvent, SinkFuture};
+use toolhost::outcome::{Culprit, DefectKind, ErrorKind};
+use toolhost::permission::{Approver, Effect, PermissionRequest, Reply, Rule, Rules};
+use toolhost::registry::Level;
 use toolhost::{
-    Approver, Call, ContentPart, Culprit, DefectKind, Effect, ErrorKind, EventSink, Interruption,
-    Level, McpServerConfig, Outcome, PermissionRequest, ProgressEvent, Reply, Rule, Rules,
-    Settlement, SinkFuture, Snapshot, Tool, ToolResponse,
+    Call, ContentPart, Interruption, Outcome, Settlement, Snapshot, Tool, ToolResponse,
 };
 use toolhost_tests::{builder, context, settle};
 
@@ -33,7 +36,7 @@ fn scripted(dir: &Path) -> McpServerConfig {
         "python3",
         [script.to_string_lossy().into_owned()],
     );
-    if let toolhost::McpTransport::Stdio { env, .. } = &mut config.transport {
+    if let toolhost::config::McpTransport::Stdio { env, .. } = &mut config.transport {
         env.insert("LOG".into(), log_path(dir).to_string_lossy().into_owned());
     }
     config
@@ -96,7 +99,7 @@ async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
 struct Bridged {
     dir: tempfile::TempDir,
     location: toolhost::Location,
-    connection: toolhost::McpConnection,
+    connection: toolhost::mcp::McpConnection,
     _host: toolhost::Host,
     _outputs: tempfile::TempDir,
 }
@@ -581,7 +584,7 @@ fn toolhost(args: &[&str]) -> (i32, String, String) {
 #[tokio::test]
 async fn r33_tools_a_hostile_server_lists_are_skipped_with_a_warning_and_the_rest_register() {
     let b = bridged("/bridge-hostile", |c| {
-        if let toolhost::McpTransport::Stdio { env, .. } = &mut c.transport {
+        if let toolhost::config::McpTransport::Stdio { env, .. } = &mut c.transport {
             env.insert("HOSTILE".into(), "1".into());
         }
     })
@@ -910,12 +913,13 @@ async fn r35_a_slow_per_session_server_delays_only_its_own_session() {
 
 /// `@modelcontextprotocol/server-everything` as `example-plugins/mcp-everything`
 /// bridges it (`npm ci` there first; `cargo xtask test` does).
-async fn everything(host: &toolhost::Host) -> (toolhost::Location, toolhost::McpConnection) {
+async fn everything(host: &toolhost::Host) -> (toolhost::Location, toolhost::mcp::McpConnection) {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
         .join("example-plugins/mcp-everything/toolhost.toml");
-    let Some(toolhost::Source::Mcp(config)) = toolhost::Source::load(&manifest).unwrap().pop()
+    let Some(toolhost::manifest::Source::Mcp(config)) =
+        toolhost::manifest::Source::load(&manifest).unwrap().pop()
     else {
         panic!("{} bridges one MCP server", manifest.display());
     };

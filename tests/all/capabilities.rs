@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::{CHAOS, FS_TOOLS};
 use serde_json::{Value, json};
-use toolhost::{Approver, Effect, PermissionRequest, Reply, Rule, Rules};
-use toolhost::{
-    Call, ContentPart, MAX_CAPTURED_BYTES, Outcome, PluginOptions, Settlement, Snapshot,
-};
-use toolhost::{DirGrant, EnvGrant, Grants};
+use toolhost::config::PluginOptions;
+use toolhost::config::{DirGrant, EnvGrant, Grants};
+use toolhost::limits::MAX_CAPTURED_BYTES;
+use toolhost::permission::{Approver, Effect, PermissionRequest, Reply, Rule, Rules};
+use toolhost::{Call, ContentPart, Outcome, Settlement, Snapshot};
 use toolhost_tests::{builder, context, host, load, settle};
 
 fn content(s: &Settlement) -> String {

@@ -185,7 +185,14 @@ fn an_infinite_loop_with_a_timeout_exits_three() {
         stderr.contains("interrupted: deadline exceeded"),
         "{stderr}"
     );
-    let (code, stdout, _) = run(&["call", "--json", CHAOS, "spin_forever", "--fuel", "1000000"]);
+    let (code, stdout, _) = run(&[
+        "call",
+        "--json",
+        CHAOS,
+        "spin_forever",
+        "--fuel",
+        "10000000",
+    ]);
     assert_eq!(code, 3);
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(

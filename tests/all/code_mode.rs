@@ -6,9 +6,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use toolhost::config::PluginOptions;
+use toolhost::events::{EventSink, SinkFuture};
 use toolhost::{
-    Budget, BudgetOverrides, Call, CancellationToken, EventSink, Host, Interruption, Location,
-    Outcome, PluginOptions, Settlement, SinkFuture, Snapshot, Tool,
+    Budget, BudgetOverrides, Call, CancellationToken, Host, Interruption, Location, Outcome,
+    Settlement, Snapshot, Tool,
 };
 use toolhost_tests::{builder, context, load};
 
@@ -408,7 +410,7 @@ async fn r34_an_allocation_too_large_to_make_is_the_memory_limit_named() {
             panic!("{code}: expected a defect, got {:?}", settled.outcome);
         };
         assert!(
-            matches!(culprit, toolhost::Culprit::Guest(d) if matches!(d.kind, toolhost::DefectKind::MemoryLimit(_))),
+            matches!(culprit, toolhost::outcome::Culprit::Guest(d) if matches!(d.kind, toolhost::outcome::DefectKind::MemoryLimit(_))),
             "{code}: {culprit:?}"
         );
         assert!(

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use toolhost::{CompileLimit, CompileLimits, CompileWorker, Error, LoadError, PluginOptions};
+use toolhost::config::{CompileLimits, CompileWorker, PluginOptions};
+use toolhost::{CompileLimit, Error, LoadError};
 use toolhost_tests::builder;
 
 use crate::TEXT_TOOLS;
@@ -88,7 +89,7 @@ async fn a_compile_bomb_is_killed_at_its_compile_time_limit() {
     let dir = tempfile::tempdir().unwrap();
     let bomb = bomb(dir.path(), 10_000, 3);
     let timeout = Duration::from_secs(2);
-    let options = limited(timeout, toolhost::DEFAULT_COMPILE_MEMORY);
+    let options = limited(timeout, toolhost::limits::DEFAULT_COMPILE_MEMORY);
     let (limit, took) = tripped(&bomb, &options, Some(worker())).await;
     assert_eq!(limit, CompileLimit::Time(timeout));
     assert!(
@@ -120,7 +121,7 @@ async fn without_a_worker_a_compile_past_its_time_limit_is_given_up() {
     // Small: the thread given up runs on for about a second.
     let bomb = bomb(dir.path(), 5_000, 1);
     let timeout = Duration::from_millis(200);
-    let options = limited(timeout, toolhost::DEFAULT_COMPILE_MEMORY);
+    let options = limited(timeout, toolhost::limits::DEFAULT_COMPILE_MEMORY);
     let (limit, took) = tripped(&bomb, &options, None).await;
     assert_eq!(limit, CompileLimit::Time(timeout));
     assert!(took < Duration::from_secs(5), "given up after {took:?}");

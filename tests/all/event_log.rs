@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolhost::{Call, JsonLinesSink, Outcome};
+use toolhost::events::JsonLinesSink;
+use toolhost::{Call, Outcome};
 use toolhost_tests::{builder, context, load};
 
 use crate::TEXT_TOOLS;

@@ -5,9 +5,11 @@ use std::time::{Duration, Instant};
 
 use crate::{CHAOS, TEXT_TOOLS};
 use serde_json::json;
+use toolhost::config::PluginOptions;
+use toolhost::outcome::{Culprit, DefectKind, FaultKind};
 use toolhost::{
-    Budget, BudgetOverrides, Call, CancellationToken, Culprit, DefectKind, FaultKind, Interruption,
-    Limit, Outcome, PluginOptions, Settlement, Snapshot,
+    Budget, BudgetOverrides, Call, CancellationToken, Interruption, Limit, Outcome, Settlement,
+    Snapshot,
 };
 use toolhost_tests::{builder, context, host, load, settle};
 
@@ -26,7 +28,7 @@ async fn healthy(snapshot: &Snapshot) {
     assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
 }
 
-fn defect(s: &Settlement) -> &toolhost::Defect {
+fn defect(s: &Settlement) -> &toolhost::outcome::Defect {
     match &s.outcome {
         Outcome::Defect {
             culprit: Culprit::Guest(d),

@@ -9,11 +9,14 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 use tempfile::TempDir;
+use toolhost::config::{DirGrant, Grants, OutputBounds, PluginOptions};
+use toolhost::limits::{
+    MAX_COUNTED_VIOLATIONS, MAX_HANDLES_PER_CALL, MAX_HOST_COPY_BYTES, MAX_LISTED_VIOLATIONS,
+    MAX_MESSAGE_BYTES, MAX_PLUGIN_BYTES,
+};
+use toolhost::permission::{Approver, Effect, PermissionRequest, Reply, Rule, Rules};
 use toolhost::{
-    Activation, Approver, BudgetOverrides, Call, ContentPart, DirGrant, Effect, Error, Grants,
-    Host, MAX_COUNTED_VIOLATIONS, MAX_HANDLES_PER_CALL, MAX_HOST_COPY_BYTES, MAX_LISTED_VIOLATIONS,
-    MAX_MESSAGE_BYTES, MAX_PLUGIN_BYTES, Outcome, OutputBounds, PermissionRequest, PluginOptions,
-    Reply, Rule, Rules, Settlement, Snapshot,
+    Activation, BudgetOverrides, Call, ContentPart, Error, Host, Outcome, Settlement, Snapshot,
 };
 
 use crate::{BULK_OUTPUT, CHAOS, HOSTILE, TEXT_TOOLS};

@@ -9,10 +9,10 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use toolhost::{
-    BudgetOverrides, Call, CancellationToken, Effect, EventSink, Grants, HttpLimits, Outcome,
-    PluginOptions, RequestEvent, Rule, Rules, Settlement, Snapshot,
-};
+use toolhost::config::{Grants, HttpLimits, PluginOptions};
+use toolhost::events::{EventSink, RequestEvent};
+use toolhost::permission::{Effect, Rule, Rules};
+use toolhost::{BudgetOverrides, Call, CancellationToken, Outcome, Settlement, Snapshot};
 
 use crate::HTTP_TOOLS;
 use toolhost_tests::{builder, context};

@@ -2,7 +2,8 @@
 //! a plugin of an incompatible WIT version is refused before instantiation.
 
 use crate::{CHAOS, FUTURE_VERSION, OTHER_WORLD, TEXT_TOOLS};
-use toolhost::{Error, LoadError, PluginOptions, Unsupported};
+use toolhost::config::PluginOptions;
+use toolhost::{Error, LoadError, Unsupported};
 use toolhost_tests::{host, load, settle};
 
 async fn load_error(path: &std::path::Path) -> LoadError {

@@ -14,7 +14,9 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use serde_json::json;
-use toolhost::{Call, ContentPart, ErrorKind, Grants, Outcome, PluginOptions, Settlement};
+use toolhost::config::{Grants, PluginOptions};
+use toolhost::outcome::ErrorKind;
+use toolhost::{Call, ContentPart, Outcome, Settlement};
 use toolhost_tests::{builder, context, host, settle};
 
 use crate::http::{Answer, serve};

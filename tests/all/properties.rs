@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use toolhost::{Call, ContentPart, Outcome, OutputBounds, Tool, ToolResponse};
+use toolhost::config::OutputBounds;
+use toolhost::{Call, ContentPart, Outcome, Tool, ToolResponse};
 use toolhost_tests::{builder, context};
 
 /// Arbitrary JSON, a few levels deep.

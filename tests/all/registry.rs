@@ -2,11 +2,12 @@
 
 use crate::{SEARCH_ONE, SEARCH_TWO, TEXT_TOOLS};
 use serde_json::json;
-use toolhost::{
-    ContentPart, ErrorKind, FINAL_STEP_MESSAGE, Level, NameError, Outcome, PluginOptions,
-    RegistrationError, Schema, SnapshotOptions, Tool, ToolResponse,
-};
-use toolhost::{Effect, Rule, Rules};
+use toolhost::config::PluginOptions;
+use toolhost::outcome::{ErrorKind, FINAL_STEP_MESSAGE};
+use toolhost::permission::{Effect, Rule, Rules};
+use toolhost::registry::{Level, NameError, SnapshotOptions};
+use toolhost::schema::Schema;
+use toolhost::{ContentPart, Outcome, RegistrationError, Tool, ToolResponse};
 use toolhost_tests::{host, load, settle};
 
 /// A native tool answering `{"source": tag}`.

@@ -4,7 +4,8 @@
 
 use crate::TEXT_TOOLS;
 use serde_json::json;
-use toolhost::{Level, Location, Outcome, RegistrationError, Tool, ToolResponse};
+use toolhost::registry::Level;
+use toolhost::{Location, Outcome, RegistrationError, Tool, ToolResponse};
 use toolhost_tests::{host, load, settle};
 
 /// A native tool answering `{"source": tag}`.
@@ -161,7 +162,7 @@ async fn r35_ending_a_session_closes_its_registrations_but_not_earlier_snapshots
     assert!(matches!(err, RegistrationError::ScopeClosed), "{err:?}");
     // A plugin activated through the ended session cannot register.
     let err = session
-        .load(TEXT_TOOLS, &toolhost::PluginOptions::default())
+        .load(TEXT_TOOLS, &toolhost::config::PluginOptions::default())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("scope is closed"), "{err}");

@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex};
 
 use crate::{BULK_OUTPUT, CHAOS, PROGRESS_IN_ACTIVATE, TEXT_TOOLS};
 use serde_json::{Value, json};
-use toolhost::{
-    AfterHook, Call, ContentPart, Culprit, ErrorKind, EventSink, FaultKind, HookCall, HostFault,
-    JsonLinesSink, Outcome, OutputBounds, ProgressEvent, Settlement, SinkFuture, Tool,
-    ToolResponse,
-};
+use toolhost::config::OutputBounds;
+use toolhost::events::{EventSink, JsonLinesSink, ProgressEvent, SinkFuture};
+use toolhost::hooks::{AfterHook, HookCall};
+use toolhost::outcome::{Culprit, ErrorKind, FaultKind, HostFault};
+use toolhost::{Call, ContentPart, Outcome, Settlement, Tool, ToolResponse};
 use toolhost_tests::{builder, context, host, load, settle};
 
 /// Lines as the bounds count them: breaks, plus an unterminated last line.
@@ -686,7 +686,7 @@ async fn r16_bounds_are_configurable_per_plugin_and_per_tool() {
         ..OutputBounds::default()
     };
     let location = host.location("/r16-config");
-    let options = toolhost::PluginOptions {
+    let options = toolhost::config::PluginOptions {
         bounds: Some(small),
         ..Default::default()
     };
@@ -723,7 +723,10 @@ async fn r24_progress_outside_a_running_call_is_refused() {
     let (host, _out) = host();
     let location = host.location("/r24-outside");
     let err = location
-        .load(PROGRESS_IN_ACTIVATE, &toolhost::PluginOptions::default())
+        .load(
+            PROGRESS_IN_ACTIVATE,
+            &toolhost::config::PluginOptions::default(),
+        )
         .await
         .unwrap_err();
     match &err {

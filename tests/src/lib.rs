@@ -38,7 +38,7 @@ pub async fn settle(snapshot: &Snapshot, tool: &str, input: serde_json::Value) -
 /// Loads and activates `plugin` (a path constant above) with default options.
 pub async fn load(location: &toolhost::Location, plugin: &str) -> toolhost::Activation {
     location
-        .load(plugin, &toolhost::PluginOptions::default())
+        .load(plugin, &toolhost::config::PluginOptions::default())
         .await
         .unwrap_or_else(|e| panic!("loading {plugin}: {e}"))
 }

@@ -1,28 +1,43 @@
-//! `cargo xtask layers`: the library's modules import only from their own
-//! layer or below, and no two modules import each other, even indirectly.
-//! The layers, bottom to top, are listed in host/src/lib.rs.
+//! `cargo xtask layers`: prints the library's layers, bottom to top, and
+//! checks that its modules import only from their own layer or below (also
+//! through the crate root's re-exports) and that no two modules import each
+//! other, even indirectly. [`LAYERS`] is the one list of the layers; the
+//! library's docs and the README show what this prints.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-/// Top-level modules of host/src by layer, bottom (0) to top.
-const LAYERS: &[(&str, u8)] = &[
-    ("model", 0),
-    ("error", 1),
-    ("output", 1),
-    ("permission", 1),
-    ("registry", 1),
-    ("sink", 1),
-    ("runtime", 2),
-    ("settle", 3),
-    ("code", 4),
-    ("facade", 4),
-    ("manifest", 4),
-    ("mcp", 5),
-    ("bridge", 5),
-    ("bench_support", 5),
+/// The top-level modules of host/src, layer by layer, bottom to top: what
+/// each layer is for, and its modules.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("model types", &["model"]),
+    (
+        "errors, bounded file reading, permission rules",
+        &["error", "files", "permission"],
+    ),
+    (
+        "configuration: plugin options, grants, HTTP grants and blocked networks, compile limits, MCP servers",
+        &["config"],
+    ),
+    (
+        "output bounding and retention, the registry, the event log",
+        &["output", "registry", "sink"],
+    ),
+    ("manifests: TOML into configuration", &["manifest"]),
+    (
+        "the wasm runtime, outbound HTTP, native tools",
+        &["wasm", "net", "native"],
+    ),
+    ("settlement", &["settle"]),
+    ("Code Mode", &["code"]),
+    ("the facade: Host, Location, Snapshot", &["facade"]),
+    (
+        "front doors: the MCP server and bridge; benchmark support",
+        &["mcp", "bridge", "bench_support"],
+    ),
+    ("the crate root: docs and re-exports", &["limits"]),
 ];
 
 /// Module path (`settle::hooks`) → source text, for every file of `src`.
@@ -53,11 +68,24 @@ fn modules(src: &Path) -> Result<BTreeMap<String, String>> {
     Ok(out)
 }
 
-/// The modules each module names through `crate::` paths, test code aside.
-fn imports(modules: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+/// The modules each module names through `crate::` paths (a root
+/// re-export standing for the module it comes from), test code aside.
+fn imports(
+    modules: &BTreeMap<String, String>,
+    reexports: &BTreeMap<String, String>,
+) -> BTreeMap<String, BTreeSet<String>> {
     let mut edges = BTreeMap::new();
     for (name, text) in modules {
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        // Test code and comments (doc links name items, they import none)
+        // aside.
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
         let mut targets = BTreeSet::new();
         for (at, _) in code.match_indices("crate::") {
             let path: String = code[at + "crate::".len()..]
@@ -69,7 +97,8 @@ fn imports(modules: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<Stri
             let target = (1..=segments.len())
                 .rev()
                 .map(|n| segments[..n].join("::"))
-                .find(|m| modules.contains_key(m));
+                .find(|m| modules.contains_key(m))
+                .or_else(|| reexports.get(segments[0]).cloned());
             if let Some(target) = target
                 && &target != name
                 && !name.starts_with(&format!("{target}::"))
@@ -82,9 +111,47 @@ fn imports(modules: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<Stri
     edges
 }
 
-fn layer(module: &str) -> Option<u8> {
+fn layer(module: &str) -> Option<usize> {
     let top = module.split("::").next()?;
-    LAYERS.iter().find(|(m, _)| *m == top).map(|(_, l)| *l)
+    LAYERS
+        .iter()
+        .position(|(_, modules)| modules.contains(&top))
+}
+
+/// Names the crate root re-exports (`pub use a::b::{C, D}` makes `C` and
+/// `D`), with the module each comes from, so `crate::C` counts as an import
+/// of `a::b`.
+fn root_reexports(lib: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for statement in lib.split(';') {
+        let Some(at) = statement.find("pub use ") else {
+            continue;
+        };
+        let path = statement[at + "pub use ".len()..].trim();
+        let (module, names) = match path.split_once("::{") {
+            Some((module, names)) => (module.to_owned(), names.trim_end_matches('}').to_owned()),
+            None => match path.rsplit_once("::") {
+                Some((module, name)) => (module.to_owned(), name.to_owned()),
+                None => continue,
+            },
+        };
+        for name in names.split(',') {
+            let name = name.trim();
+            let name = name.rsplit(" as ").next().unwrap_or(name).trim();
+            if !name.is_empty() {
+                out.insert(name.to_owned(), module.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Prints the layers, bottom to top.
+fn print_layers() {
+    eprintln!("layers, bottom to top (a module imports only from its layer or below):");
+    for (i, (what, modules)) in LAYERS.iter().enumerate() {
+        eprintln!("  {i}. {}: {what}", modules.join(", "));
+    }
 }
 
 /// A chain of imports from `start` back to `start`, if there is one.
@@ -110,8 +177,10 @@ fn cycle(edges: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<
 }
 
 pub(crate) fn check(root: &Path) -> Result<()> {
+    print_layers();
     let modules = modules(&root.join("host/src"))?;
-    let edges = imports(&modules);
+    let reexports = root_reexports(modules.get("").map_or("", String::as_str));
+    let edges = imports(&modules, &reexports);
     let mut problems = Vec::new();
     for (from, targets) in &edges {
         let Some(own) = layer(from) else {

@@ -21,9 +21,9 @@ use crate::bridge::client::{BridgeClient, ProgressRoutes};
 use crate::bridge::shared::{Peer, Shared};
 use crate::bridge::tool::BridgedTool;
 use crate::bridge::{MCP_CONNECT_TIMEOUT, MCP_RECONNECT_MAX, MCP_RECONNECT_MIN};
+use crate::config::mcp::{McpServerConfig, McpTransport};
 use crate::error::Error;
 use crate::facade::location::Location;
-use crate::manifest::mcp::{McpServerConfig, McpTransport};
 use crate::model::budget::Budget;
 use crate::model::plugin::PluginInfo;
 use crate::model::schema::Schema;
@@ -31,7 +31,7 @@ use crate::model::text::truncate;
 use crate::model::tool::{Tool, normalize_name};
 use crate::registry::placement::Registration;
 use crate::registry::scope::Scope;
-use crate::runtime::imports::registry::{
+use crate::wasm::imports::registry::{
     MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_ACTIVATION,
 };
 

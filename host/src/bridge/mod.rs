@@ -20,9 +20,9 @@ mod tool;
 
 use std::time::Duration;
 
+use crate::config::mcp::McpServerConfig;
 use crate::error::Error;
 use crate::facade::location::Location;
-use crate::manifest::mcp::McpServerConfig;
 
 pub use connection::McpConnection;
 

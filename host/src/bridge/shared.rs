@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rmcp::service::RoleClient;
 
 use crate::bridge::client::ProgressRoutes;
-use crate::manifest::mcp::McpServerConfig;
+use crate::config::mcp::McpServerConfig;
 use crate::model::plugin::PluginInfo;
 use crate::permission::Policy;
 

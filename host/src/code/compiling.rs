@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::code::interpreter::Interpreter;
 use crate::error::Error;
-use crate::runtime::engine::Runtime;
-use crate::runtime::program::Interpreter;
+use crate::wasm::engine::Runtime;
 
 /// The interpreter once compiled, or why it could not be.
 type Compiled = Option<Result<Arc<Interpreter>, String>>;

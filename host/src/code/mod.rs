@@ -12,20 +12,22 @@
 mod compiling;
 mod declarations;
 mod descriptions;
+pub(crate) mod imports;
+pub(crate) mod interpreter;
 mod tool;
 
 use std::sync::Arc;
 
 use serde_json::json;
 
+use crate::code::interpreter::Interpreter;
 use crate::error::Error;
 use crate::model::plugin::PluginInfo;
 use crate::model::schema::Schema;
 use crate::model::tool::{RESERVED_NAME, Tool};
 use crate::registry::snapshot::CapturedTools;
-use crate::runtime::engine::Runtime;
-use crate::runtime::program::Interpreter;
 use crate::settle::pipeline::Pipeline;
+use crate::wasm::engine::Runtime;
 
 use compiling::Compiling;
 use declarations::declarations;

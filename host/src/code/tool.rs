@@ -8,6 +8,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::code::CodeMode;
+use crate::code::imports::{NestedCall, Settler};
+use crate::code::interpreter::{ProgramEnd, ProgramRun, RunError};
 use crate::model::approval::Approver;
 use crate::model::budget::BudgetOverrides;
 use crate::model::call::Call;
@@ -17,11 +19,9 @@ use crate::model::execution::{Ended, Execution, ExecutionFuture, Executor, Invoc
 use crate::model::outcome::{FaultKind, HostFault};
 use crate::model::plugin::PluginInfo;
 use crate::registry::snapshot::CapturedTools;
-use crate::runtime::imports::program::{NestedCall, Settler};
-use crate::runtime::invoke::interruptible;
-use crate::runtime::program::{ProgramEnd, ProgramRun, RunError};
 use crate::settle::pipeline::Pipeline;
 use crate::settle::settle;
+use crate::wasm::invoke::interruptible;
 
 /// Defines `tools` (each property a function that starts a call of that
 /// name) and hides the raw import from the program.

@@ -7,24 +7,25 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::code::CodeMode;
+use crate::config::compile::CompileWorker;
+use crate::config::plugin::PluginOptions;
 use crate::error::Error;
 use crate::facade::location::{Location, LocationState};
 use crate::model::approval::Approver;
 use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, HttpLimits, OutputBounds};
 use crate::model::event::EventSink;
 use crate::model::hook::AfterHook;
+use crate::net::tls::client_config;
 use crate::output::retain::{
     DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA, OutputStore, default_output_dir,
 };
 use crate::permission::{Policy, Rules};
 use crate::registry::placement::{Level, Placement};
 use crate::registry::snapshot::Overlay;
-use crate::runtime::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};
-use crate::runtime::compile_settings::CompileWorker;
-use crate::runtime::engine::{DEFAULT_MAX_INSTANCES, Runtime};
-use crate::runtime::http::tls::client_config;
-use crate::runtime::load::{Loader, Plugin, PluginDefaults, PluginOptions};
 use crate::settle::pipeline::Pipeline;
+use crate::wasm::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};
+use crate::wasm::engine::{DEFAULT_MAX_INSTANCES, Runtime};
+use crate::wasm::load::{Loader, Plugin, PluginDefaults};
 
 /// Builds a [`Host`]. Every setting has a documented default; every
 /// capability starts denied.
@@ -107,7 +108,7 @@ impl HostBuilder {
     /// one per live activation plus one per call in flight. A call that
     /// finds every slot busy fails operationally, naming this setting.
     /// Each slot reserves address space (not memory) for a linear memory of
-    /// up to [`crate::MAX_MEMORY`]. Default: [`DEFAULT_MAX_INSTANCES`].
+    /// up to [`crate::limits::MAX_MEMORY`]. Default: [`DEFAULT_MAX_INSTANCES`].
     pub fn max_instances(mut self, n: u32) -> Self {
         self.max_instances = n.max(1);
         self
@@ -144,14 +145,16 @@ impl HostBuilder {
         self
     }
 
-    /// Caches compiled components in `dir`. Default: no cache.
-    /// [`crate::default_cache_dir`] gives the usual per-user location.
+    /// Caches compiled components in `dir`. Default: no cache;
+    /// [`HostBuilder::default_cache`] picks the usual per-user location.
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cache_dir = Some(dir.into());
         self
     }
 
-    /// Caches compiled components in the per-user default cache directory.
+    /// Caches compiled components in the per-user cache directory:
+    /// `$XDG_CACHE_HOME/toolhost`, else `~/.cache/toolhost` (no cache when
+    /// neither is known).
     pub fn default_cache(mut self) -> Self {
         self.cache_dir = default_cache_dir();
         self
@@ -166,7 +169,7 @@ impl HostBuilder {
 
     /// Compiles plugins in processes run from `worker`, so a compile past
     /// its time limit is killed and its memory limit holds
-    /// ([`crate::CompileLimits`]). Default: none: plugins compile on a
+    /// ([`crate::config::CompileLimits`]). Default: none: plugins compile on a
     /// thread of this process, bounded in time only (a compile past the
     /// limit is given up, but runs on until it ends).
     pub fn compile_worker(mut self, worker: CompileWorker) -> Self {

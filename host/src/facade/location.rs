@@ -8,15 +8,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::code::{CodeMode, with_execute};
+use crate::config::plugin::PluginOptions;
 use crate::error::Error;
 use crate::facade::snapshot::Snapshot;
 use crate::model::tool::Tool;
 use crate::registry::placement::{Level, Placement, Registration, RegistrationError};
 use crate::registry::scope::Scope;
 use crate::registry::snapshot::{CatalogEntry, Overlay, SnapshotOptions};
-use crate::runtime::activation::Activation;
-use crate::runtime::load::{Loader, Plugin, PluginOptions};
 use crate::settle::pipeline::Pipeline;
+use crate::wasm::activation::Activation;
+use crate::wasm::load::{Loader, Plugin};
 
 /// What every view of one location (or of the application) shares: its
 /// placement, what it sees, and its open sessions by id.

@@ -1,5 +1,5 @@
 //! Manifests (TOML): where a plugin's component is and how to run it, and
-//! which MCP servers to bridge in (`[[mcp]]`, see [`crate::McpServerConfig`]).
+//! which MCP servers to bridge in (`[[mcp]]`, see [`crate::config::McpServerConfig`]).
 //!
 //! The manifest format lives in the library, parsing included, so every
 //! front end (the CLI's `list`/`call`/`check`, `toolhost serve`, an
@@ -38,21 +38,25 @@
 
 pub(crate) mod mcp;
 
+mod units;
+
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::config::compile::CompileLimits;
+use crate::config::grants::{DirGrant, EnvGrant, Grants};
+use crate::config::http::HttpGrant;
+use crate::config::plugin::PluginOptions;
 use crate::error::LoadError;
+use crate::files::read_regular_file;
 use crate::model::budget::{BudgetOverrides, HttpLimits, OutputBounds};
 use crate::permission::{Rule, Rules};
-use crate::runtime::compile_settings::CompileLimits;
-use crate::runtime::grants::{DirGrant, EnvGrant, Grants};
-use crate::runtime::http::grant::HttpGrant;
-use crate::runtime::load::{PluginOptions, read_regular_file};
 
-use mcp::{McpEntry, McpServerConfig};
+use crate::config::mcp::McpServerConfig;
+use mcp::McpEntry;
+pub(crate) use units::{parse_duration, parse_size};
 
 /// The largest manifest read: manifests are a few lines of TOML.
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
@@ -318,48 +322,12 @@ impl GrantsEntry {
     }
 }
 
-/// Parses `200ms`, `5s`, `2m` (a bare number is milliseconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let n: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration; write e.g. 200ms, 5s or 2m"))?;
-    let secs = match unit.trim() {
-        "" | "ms" => n / 1000.0,
-        "s" => n,
-        "m" | "min" => n * 60.0,
-        _ => return Err(format!("`{text}`: unknown unit; use ms, s or m")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{text}` is out of range"))
-}
-
-/// Parses `16MiB`, `512KiB`, `1GiB`, `1000000` (bytes).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size; write e.g. 16MiB, 512KiB or 1GiB"))?;
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "K" | "KB" | "KiB" => 1 << 10,
-        "M" | "MB" | "MiB" => 1 << 20,
-        "G" | "GB" | "GiB" => 1 << 30,
-        _ => return Err(format!("`{text}`: unknown unit; use B, KiB, MiB or GiB")),
-    };
-    n.checked_mul(scale)
-        .ok_or_else(|| format!("`{text}` is too large"))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
-    use crate::manifest::mcp::McpTransport;
+    use crate::config::mcp::McpTransport;
 
     /// The plugins of a manifest that names only plugins.
     fn plugins(path: &Path) -> Result<Vec<Manifest>, LoadError> {
@@ -379,6 +347,7 @@ mod tests {
         assert!(parse_size("lots").is_err());
         assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
         assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("soon").is_err());
     }
 

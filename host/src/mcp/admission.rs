@@ -12,9 +12,9 @@ use rmcp::model::ErrorData;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::mcp::results::BUSY;
+use crate::mcp::results::BUSY_ERROR_CODE;
 use crate::model::outcome::{Culprit, FaultKind, Outcome, Settlement};
-use crate::runtime::slots::{FairSlots, SlotPermit};
+use crate::wasm::slots::{FairSlots, SlotPermit};
 
 /// Tool calls running at once across all sessions; more wait for a slot,
 /// which is given to the sessions in turn, so one client cannot starve
@@ -65,7 +65,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn busy(message: String) -> ErrorData {
-    ErrorData::new(BUSY, message, None)
+    ErrorData::new(BUSY_ERROR_CODE, message, None)
 }
 
 impl Admission {

@@ -26,7 +26,7 @@ use crate::mcp::bindings::Credential;
 use crate::mcp::call::{Pending, Started};
 use crate::mcp::output::{self, READ_OUTPUT};
 use crate::mcp::progress;
-use crate::mcp::results::{self, INTERRUPTED};
+use crate::mcp::results::{self, INTERRUPTED_ERROR_CODE};
 use crate::mcp::server::{HandlerMark, PERMISSION_ANSWER_TIMEOUT, Shared};
 use crate::model::approval::Reply;
 use crate::model::call::Call;
@@ -105,7 +105,7 @@ fn session_header(parts: &http::request::Parts) -> Option<&str> {
 /// client did not cancel it, so it must hear why it ended.
 fn stopping(settlement: &Settlement) -> ErrorData {
     ErrorData::new(
-        INTERRUPTED,
+        INTERRUPTED_ERROR_CODE,
         format!(
             "The server is stopping: the call of `{}` was cancelled before it finished. Retry it after the server restarts (or on another replica).",
             settlement.tool

@@ -10,6 +10,13 @@
 //! the rules leave to "ask" is asked of the client (an elicitation, or an
 //! input-required result for 2026-07-28 clients); retained output is an MCP
 //! resource and the built-in `read_output` tool.
+//!
+//! [`McpServer`] serves a [`Location`](crate::Location): `load` and
+//! `connect_mcp` fill it, then `serve_stdio`, or `http` and
+//! [`HttpServer::run`]. [`McpConnection`] is the other direction: an MCP
+//! server bridged in as a tool source ([`Location::connect_mcp`]).
+//!
+//! [`Location::connect_mcp`]: crate::Location::connect_mcp
 
 pub(crate) mod admission;
 mod ask;
@@ -24,3 +31,10 @@ pub(crate) mod server;
 mod sessions;
 pub(crate) mod stdio;
 pub(crate) mod watch;
+
+pub use crate::bridge::McpConnection;
+pub use handler::{MESSAGE_ID_KEY, SESSION_ID_KEY};
+pub use http::{HttpOptions, HttpServer};
+pub use results::{BUSY_ERROR_CODE, DEFECT_ERROR_CODE, INTERRUPTED_ERROR_CODE, TOOL_METADATA_KEY};
+pub use server::{Loading, McpServer, ServeError};
+pub use watch::Watcher;

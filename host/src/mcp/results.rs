@@ -20,13 +20,13 @@ pub const TOOL_METADATA_KEY: &str = "io.toolhost/metadata";
 
 /// JSON-RPC error code of an interrupted call (cancelled, deadline, fuel):
 /// not a tool result.
-pub const INTERRUPTED: ErrorCode = ErrorCode(-32001);
+pub const INTERRUPTED_ERROR_CODE: ErrorCode = ErrorCode(-32001);
 
 /// JSON-RPC error code of a defect of the guest or a fault of the host.
-pub const DEFECT: ErrorCode = ErrorCode(-32002);
+pub const DEFECT_ERROR_CODE: ErrorCode = ErrorCode(-32002);
 
 /// JSON-RPC error code of a call refused because too many are in flight.
-pub const BUSY: ErrorCode = ErrorCode(-32003);
+pub const BUSY_ERROR_CODE: ErrorCode = ErrorCode(-32003);
 
 /// Whether `schema` describes JSON objects: MCP before 2026-07-28 allows only
 /// object `structuredContent`.
@@ -89,12 +89,12 @@ pub(crate) fn call_result(
             Ok(result)
         }
         Outcome::Interrupted { reason } => Err(ErrorData::new(
-            INTERRUPTED,
+            INTERRUPTED_ERROR_CODE,
             format!("The tool call was interrupted: {reason}"),
             Some(error_data(settlement)),
         )),
         Outcome::Defect { message, .. } => Err(ErrorData::new(
-            DEFECT,
+            DEFECT_ERROR_CODE,
             format!("The tool call failed: {message}"),
             Some(error_data(settlement)),
         )),

@@ -14,15 +14,15 @@ use rmcp::service::Peer;
 use tokio::sync::{broadcast, watch};
 
 use crate::bridge::McpConnection;
+use crate::config::mcp::McpServerConfig;
+use crate::config::plugin::PluginOptions;
 use crate::error::Error;
 use crate::facade::location::Location;
-use crate::manifest::mcp::McpServerConfig;
 use crate::mcp::admission::Admission;
 use crate::mcp::bindings::Bindings;
 use crate::mcp::call::Pending;
 use crate::mcp::sessions::SessionSources;
-use crate::runtime::activation::Activation;
-use crate::runtime::load::PluginOptions;
+use crate::wasm::activation::Activation;
 
 /// How long a call suspended in a permission question waits for a 2026-07-28
 /// client's retry with the answer; then it is denied.
@@ -225,7 +225,7 @@ impl McpServer {
     /// has its outcome (or, after [`OUTCOME_FLUSH_LIMIT`], counts the
     /// missing ones as lost).
     ///
-    /// [`OUTCOME_FLUSH_LIMIT`]: crate::OUTCOME_FLUSH_LIMIT
+    /// [`OUTCOME_FLUSH_LIMIT`]: crate::limits::OUTCOME_FLUSH_LIMIT
     pub async fn shut_down(&self, grace: Duration) {
         self.shared.admission.stop(grace).await;
     }

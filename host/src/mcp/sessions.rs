@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::OnceCell;
 
 use crate::bridge::McpConnection;
+use crate::config::mcp::McpServerConfig;
 use crate::facade::location::Location;
-use crate::manifest::mcp::McpServerConfig;
 
 /// Sessions with their own servers at once; beyond it the oldest session's
 /// servers are closed (each may be a child process).

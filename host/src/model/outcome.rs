@@ -198,7 +198,7 @@ pub struct RetainedOutput {
 pub struct Completed {
     /// Non-empty, bounded model content.
     pub content: Vec<ContentPart>,
-    /// Metadata, a JSON object of at most [`crate::MAX_METADATA_BYTES`].
+    /// Metadata, a JSON object of at most [`crate::limits::MAX_METADATA_BYTES`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
     /// The validated machine output, when the tool has one.

@@ -7,3 +7,8 @@
 pub(crate) mod placement;
 pub(crate) mod scope;
 pub(crate) mod snapshot;
+
+pub use crate::model::tool::{NameError, RESERVED_NAME, normalize_name};
+pub use placement::{Level, Registration, RegistrationError};
+pub use scope::Scope;
+pub use snapshot::{CatalogEntry, SnapshotOptions};

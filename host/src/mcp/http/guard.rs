@@ -35,7 +35,7 @@ use tower::ServiceExt as _;
 use crate::mcp::bindings::{Bindings, Credential, InUse, MAX_SESSIONS};
 use crate::mcp::handler::Handler;
 use crate::mcp::http::origin::Origins;
-use crate::mcp::results::BUSY;
+use crate::mcp::results::BUSY_ERROR_CODE;
 
 /// The largest request body accepted: room for large tool inputs, bounded
 /// so a client cannot make the server buffer without end.
@@ -374,7 +374,7 @@ impl Guard {
             Err(_) => Err(Box::new(rpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 Value::Null,
-                BUSY.0,
+                BUSY_ERROR_CODE.0,
                 &format!(
                     "the server has its limit of {MAX_SESSIONS} sessions, all busy; retry later"
                 ),
@@ -396,7 +396,7 @@ fn over_budget(budget: usize) -> Response {
     let mut response = rpc_error(
         StatusCode::SERVICE_UNAVAILABLE,
         Value::Null,
-        BUSY.0,
+        BUSY_ERROR_CODE.0,
         &format!(
             "the server already holds {} MiB of requests; retry when they have been answered",
             budget >> 20

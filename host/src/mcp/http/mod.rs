@@ -70,10 +70,10 @@ pub struct HttpOptions {
     /// trickles. Default: [`BODY_READ_TIMEOUT`].
     pub body_deadline: Duration,
     /// Sessions at once; the one idle the longest makes room for a new one.
-    /// Default: [`MAX_SESSIONS`](crate::MAX_SESSIONS).
+    /// Default: [`MAX_SESSIONS`](crate::limits::MAX_SESSIONS).
     pub max_sessions: usize,
     /// How long a session lives without a request. Default:
-    /// [`SESSION_IDLE_EXPIRY`](crate::SESSION_IDLE_EXPIRY).
+    /// [`SESSION_IDLE_EXPIRY`](crate::limits::SESSION_IDLE_EXPIRY).
     pub session_idle: Duration,
     /// Request bytes held at once across all requests. Default:
     /// [`MAX_BUFFERED_REQUEST_BYTES`].

@@ -186,7 +186,7 @@ impl HttpGrant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::http::address::is_internal;
+    use crate::config::networks::is_internal;
 
     fn grant(s: &str) -> HttpGrant {
         s.parse().unwrap()

@@ -1,19 +1,21 @@
-//! The state of one store: an activation's or a call's, never both, and the
-//! memory limiter every store runs under.
+//! The state of one store, for exactly one role (an activation, a call, or
+//! a Code Mode program's interpreter), and the memory limiter every store
+//! runs under.
+
+use std::any::Any;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use crate::config::grants::Grants;
 use crate::error::Error;
 use crate::model::budget::{Budget, FUEL_YIELD_INTERVAL};
-use crate::runtime::grants::Grants;
-use crate::runtime::http::HttpHooks;
-use crate::runtime::imports::call::CallState;
-use crate::runtime::imports::program::ProgramState;
-use crate::runtime::imports::registry::ActivationState;
-use crate::runtime::stdio::LogBuffer;
+use crate::net::HttpHooks;
+use crate::wasm::imports::call::CallState;
+use crate::wasm::imports::registry::ActivationState;
+use crate::wasm::stdio::LogBuffer;
 
 /// Table elements a guest may have: ample for real programs' function tables.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
@@ -29,19 +31,16 @@ pub const MAX_HANDLES_PER_CALL: usize = 1024;
 /// Notes one store keeps for its call's warnings; more are dropped.
 const MAX_NOTES: usize = 16;
 
-/// Data of a store. `activation` is set only in an activation's store,
-/// `call` only in a call's and `program` only in an interpreter's, so each
-/// import is live only where it belongs.
+/// Data of a store. Its one [`Role`] decides which imports are live: the
+/// registry only in an activation's store, the call imports only in a
+/// call's, the program imports only in an interpreter's.
 pub(crate) struct StoreState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdout: LogBuffer,
     pub(crate) stderr: LogBuffer,
-    pub(crate) activation: Option<ActivationState>,
-    pub(crate) call: Option<CallState>,
-    /// Set only in a Code Mode interpreter's store.
-    pub(crate) program: Option<ProgramState>,
+    pub(crate) role: Role,
     /// What the host refused the guest on the way (e.g. a FIFO it tried to
     /// open): warnings of the call.
     pub(crate) notes: Vec<String>,
@@ -78,12 +77,51 @@ impl WasiView for StoreState {
     }
 }
 
-/// Which role a new store plays.
+/// What a store is for.
 pub(crate) enum Role {
     Activation(ActivationState),
     Call(CallState),
-    /// A Code Mode program's interpreter.
-    Program(ProgramState),
+    /// A Code Mode program's interpreter. Its state is Code Mode's own
+    /// (a layer above), kept here until the program ends.
+    Program(Option<Box<dyn Any + Send>>),
+    /// No Toolhost import is live: the benchmarks' warm, unisolated
+    /// instance.
+    #[cfg(feature = "bench")]
+    Bare,
+}
+
+impl StoreState {
+    /// The activation's state, in an activation's store.
+    pub(crate) fn activation_mut(&mut self) -> Option<&mut ActivationState> {
+        match &mut self.role {
+            Role::Activation(activation) => Some(activation),
+            _ => None,
+        }
+    }
+
+    /// The call's state, in a call's store.
+    pub(crate) fn call_mut(&mut self) -> Option<&mut CallState> {
+        match &mut self.role {
+            Role::Call(call) => Some(call),
+            _ => None,
+        }
+    }
+
+    /// The program's state, in an interpreter's store, until it is taken.
+    pub(crate) fn program_mut<P: Any>(&mut self) -> Option<&mut P> {
+        match &mut self.role {
+            Role::Program(program) => program.as_mut()?.downcast_mut(),
+            _ => None,
+        }
+    }
+
+    /// Takes the program's state out, once the program has ended.
+    pub(crate) fn take_program<P: Any>(&mut self) -> Option<P> {
+        match &mut self.role {
+            Role::Program(program) => program.take()?.downcast().ok().map(|p| *p),
+            _ => None,
+        }
+    }
 }
 
 /// A fresh store under `budget`, holding exactly `grants`.
@@ -127,12 +165,11 @@ pub(crate) fn new_store_with(
         stdout,
         stderr,
     } = streams;
-    let (activation, call, program) = match role {
-        Role::Activation(a) => (Some(a), None, None),
-        Role::Call(c) => (None, Some(c), None),
-        Role::Program(p) => (None, None, Some(p)),
+    let http = match &role {
+        Role::Call(call) => call.http.clone(),
+        _ => None,
     };
-    let http_hooks = HttpHooks(call.as_ref().and_then(|c| c.http.clone()));
+    let http_hooks = HttpHooks(http);
     let mut table = ResourceTable::new();
     table.set_max_capacity(MAX_HANDLES_PER_CALL);
     let state = StoreState {
@@ -141,9 +178,7 @@ pub(crate) fn new_store_with(
         limiter: MemoryLimiter::new(budget.memory),
         stdout,
         stderr,
-        activation,
-        call,
-        program,
+        role,
         notes: Vec::new(),
         http: WasiHttpCtx::new(),
         http_hooks,

@@ -6,22 +6,23 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::Value;
 use wasmtime::Store;
 use wasmtime::component::Component;
 
+use crate::config::compile::CompileLimits;
+use crate::config::grants::Grants;
+use crate::config::plugin::PluginOptions;
 use crate::error::{Error, LoadError};
-use crate::model::budget::{Budget, BudgetOverrides, HttpLimits, OutputBounds};
+use crate::files::read_regular_file;
+use crate::model::budget::{Budget, HttpLimits, OutputBounds};
 use crate::model::plugin::PluginInfo;
-use crate::permission::{Policy, Rules};
-use crate::runtime::bindings::ToolPluginPre;
-use crate::runtime::compile::{self as bounded, Built};
-use crate::runtime::compile_settings::CompileLimits;
-use crate::runtime::engine::Runtime;
-use crate::runtime::grants::Grants;
-use crate::runtime::preflight::preflight;
-use crate::runtime::slots::FairSlots;
-use crate::runtime::store::{Role, StoreState, new_store};
+use crate::permission::Policy;
+use crate::wasm::bindings::ToolPluginPre;
+use crate::wasm::compile::{self as bounded, Built};
+use crate::wasm::engine::Runtime;
+use crate::wasm::preflight::preflight;
+use crate::wasm::slots::FairSlots;
+use crate::wasm::store::{Role, StoreState, new_store};
 
 /// The first bytes of every WebAssembly binary.
 const WASM_MAGIC: &[u8; 4] = b"\0asm";
@@ -29,50 +30,6 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 /// The largest plugin file read: far above any real component (ours are
 /// well under 10 MiB), far below what would strain the host.
 pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
-
-/// How to load a plugin. Every capability starts denied.
-#[derive(Debug, Clone)]
-pub struct PluginOptions {
-    /// Name to report. Default: the file stem.
-    pub name: Option<String>,
-    /// Version to report. Default: `blake3:` plus 12 hex digits of the hash.
-    pub version: Option<String>,
-    /// JSON passed to `activate`. Default: `{}`.
-    pub config: Value,
-    /// Budget overrides for this plugin's calls. Default: the host's budget.
-    pub overrides: BudgetOverrides,
-    /// Calls of this plugin in flight at once. Default: the host's
-    /// concurrency ([`crate::DEFAULT_CONCURRENCY`]).
-    pub concurrency: Option<usize>,
-    /// WASI capabilities. Default: none.
-    pub grants: Grants,
-    /// Permission rules added after the host's. Default: none.
-    pub rules: Rules,
-    /// Output bounds for this plugin's tools. Default: the host's bounds.
-    pub bounds: Option<OutputBounds>,
-    /// Outbound HTTP limits of its calls. Default: the host's.
-    pub http_limits: Option<HttpLimits>,
-    /// Bounds on compiling it. Default: [`CompileLimits::default`]
-    /// ([`crate::DEFAULT_COMPILE_TIMEOUT`], [`crate::DEFAULT_COMPILE_MEMORY`]).
-    pub compile: CompileLimits,
-}
-
-impl Default for PluginOptions {
-    fn default() -> Self {
-        PluginOptions {
-            name: None,
-            version: None,
-            config: Value::Object(Default::default()),
-            overrides: BudgetOverrides::default(),
-            concurrency: None,
-            grants: Grants::default(),
-            rules: Rules::default(),
-            bounds: None,
-            http_limits: None,
-            compile: CompileLimits::default(),
-        }
-    }
-}
 
 /// What a plugin inherits from its host unless its options say otherwise.
 #[derive(Debug, Clone)]
@@ -311,70 +268,5 @@ fn check_header(path: &Path, wasm: &[u8]) -> Result<(), LoadError> {
             }),
         },
         _ => Err(LoadError::NotWasm { path }),
-    }
-}
-
-/// Reads `path`, which must be a regular file of at most `max` bytes. It is
-/// opened without blocking (a FIFO cannot stall the loader) and read with a
-/// bound (a device or a growing file cannot make it read forever).
-pub(crate) fn read_regular_file(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
-    use std::io::Read as _;
-
-    let read_error = |source| LoadError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let file = open_nonblocking(path).map_err(read_error)?;
-    let meta = file.metadata().map_err(read_error)?;
-    if !meta.is_file() {
-        return Err(LoadError::NotAFile {
-            path: path.to_owned(),
-            kind: file_kind(&meta),
-        });
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() as u64 > max {
-        return Err(LoadError::TooLarge {
-            path: path.to_owned(),
-            limit: max,
-        });
-    }
-    Ok(bytes)
-}
-
-#[cfg(unix)]
-fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-}
-
-#[cfg(not(unix))]
-fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::open(path)
-}
-
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt as _;
-        let t = meta.file_type();
-        if t.is_fifo() {
-            return "a FIFO";
-        } else if t.is_char_device() || t.is_block_device() {
-            return "a device";
-        } else if t.is_socket() {
-            return "a socket";
-        }
-    }
-    if meta.is_dir() {
-        "a directory"
-    } else {
-        "not a regular file"
     }
 }

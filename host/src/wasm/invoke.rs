@@ -17,13 +17,13 @@ use crate::model::content::{ContentPart, ToolFailure, ToolResponse};
 use crate::model::execution::{Ended, Execution, ExecutionFuture, Executor, Invocation};
 use crate::model::outcome::{DefectKind, FaultKind, HostFault, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
-use crate::runtime::bindings::toolhost::plugin::types as wit;
-use crate::runtime::classify::{Stop, classify};
-use crate::runtime::http::CallHttp;
-use crate::runtime::imports::call::CallState;
-use crate::runtime::load::PluginCode;
-use crate::runtime::slots::SlotPermit;
-use crate::runtime::store::{Role, StoreState};
+use crate::net::CallHttp;
+use crate::wasm::bindings::toolhost::plugin::types as wit;
+use crate::wasm::classify::{Stop, classify};
+use crate::wasm::imports::call::CallState;
+use crate::wasm::load::PluginCode;
+use crate::wasm::slots::SlotPermit;
+use crate::wasm::store::{Role, StoreState};
 
 /// A tool a plugin registered: the plugin's code and the authored name.
 pub(crate) struct WasmTool {

@@ -19,7 +19,7 @@ use crate::model::outcome::{DefectKind, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
 use crate::model::schema::{Schema, SchemaError};
 use crate::model::tool::Tool;
-use crate::runtime::invoke::interruptible;
+use crate::wasm::invoke::interruptible;
 
 type NativeFuture = Pin<Box<dyn Future<Output = Result<ToolResponse, ToolFailure>> + Send>>;
 

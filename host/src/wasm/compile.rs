@@ -12,9 +12,9 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::oneshot;
 use wasmtime::component::Component;
 
+use crate::config::compile::{CompileLimits, CompileWorker};
 use crate::error::{CompileLimit, Error, LoadError};
-use crate::runtime::compile_settings::{CompileLimits, CompileWorker};
-use crate::runtime::engine::Runtime;
+use crate::wasm::engine::Runtime;
 
 /// The most of a worker's error output kept for the message.
 const MAX_WORKER_MESSAGE: u64 = 16 << 10;

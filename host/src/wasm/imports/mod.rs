@@ -3,13 +3,12 @@
 
 pub(crate) mod call;
 pub(crate) mod filesystem;
-pub(crate) mod program;
 pub(crate) mod registry;
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::runtime::bindings::toolhost::plugin as wit;
-use crate::runtime::store::StoreState;
+use crate::wasm::bindings::toolhost::plugin as wit;
+use crate::wasm::store::{Role, StoreState};
 
 struct RegistryData;
 impl HasData for RegistryData {
@@ -24,7 +23,10 @@ impl HasData for CallData {
 fn registry_view(state: &mut StoreState) -> registry::RegistryImport<'_> {
     registry::RegistryImport {
         table: &mut state.table,
-        activation: state.activation.as_mut(),
+        activation: match &mut state.role {
+            Role::Activation(activation) => Some(activation),
+            _ => None,
+        },
     }
 }
 
@@ -36,7 +38,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result
     wit::types::add_to_linker::<StoreState, RegistryData>(linker, registry_view)?;
     wit::registry::add_to_linker::<StoreState, RegistryData>(linker, registry_view)?;
     wit::call::add_to_linker::<StoreState, CallData>(linker, |s| call::CallImport {
-        call: s.call.as_mut(),
+        call: s.call_mut(),
     })?;
     Ok(())
 }

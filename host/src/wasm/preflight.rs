@@ -8,7 +8,7 @@ use std::path::Path;
 use wasmparser::{CanonicalFunction as Canon, CanonicalOption, Parser, Payload};
 
 use crate::error::{LoadError, Unsupported};
-use crate::runtime::bindings::{WIT_PACKAGE, WIT_VERSION};
+use crate::wasm::bindings::{WIT_PACKAGE, WIT_VERSION};
 
 /// Every interface the linker provides (see `imports::add_to_linker`), as
 /// `package/interface`; any 0.2.x version of a WASI interface links, and any
@@ -260,8 +260,8 @@ fn hint(unsupported: &[Unsupported]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::engine::Runtime;
-    use crate::runtime::store::StoreState;
+    use crate::wasm::engine::Runtime;
+    use crate::wasm::store::StoreState;
     use wasmtime::StoreContextMut;
     use wasmtime::component::Linker;
 
@@ -286,7 +286,7 @@ mod tests {
     fn every_listed_interface_is_linked() {
         let runtime = Runtime::new(4, None, None).unwrap();
         let mut linker = Linker::new(&runtime.engine);
-        crate::runtime::imports::add_to_linker(&mut linker).unwrap();
+        crate::wasm::imports::add_to_linker(&mut linker).unwrap();
         for interface in LINKED {
             let major_minor = if interface.starts_with(WIT_PACKAGE) {
                 "0.1"

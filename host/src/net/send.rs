@@ -19,12 +19,12 @@ use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
+use crate::config::http::HttpGrant;
+use crate::config::networks::{is_internal, row_of};
 use crate::model::approval::PermissionRequest;
 use crate::model::event::RequestEvent;
+use crate::net::CallHttp;
 use crate::permission::Effect;
-use crate::runtime::http::CallHttp;
-use crate::runtime::http::address::{is_internal, row_of};
-use crate::runtime::http::grant::HttpGrant;
 
 /// The longest a connection may take to open, within the call's deadline.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

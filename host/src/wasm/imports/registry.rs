@@ -12,9 +12,9 @@ use crate::model::text::truncate;
 use crate::model::tool::Tool;
 use crate::registry::placement::RegistrationError;
 use crate::registry::scope::Scope;
-use crate::runtime::bindings::toolhost::plugin::registry as wit;
-use crate::runtime::bindings::toolhost::plugin::types::ToolDefinition;
-use crate::runtime::bindings::{RegisterError, RegistrationHandle};
+use crate::wasm::bindings::toolhost::plugin::registry as wit;
+use crate::wasm::bindings::toolhost::plugin::types::ToolDefinition;
+use crate::wasm::bindings::{RegisterError, RegistrationHandle};
 
 /// Tools one activation may register, across its `register` calls: more
 /// than any model can choose between.
@@ -106,7 +106,7 @@ pub(crate) struct RegistryImport<'a> {
     pub(crate) activation: Option<&'a mut ActivationState>,
 }
 
-impl crate::runtime::bindings::toolhost::plugin::types::Host for RegistryImport<'_> {}
+impl crate::wasm::bindings::toolhost::plugin::types::Host for RegistryImport<'_> {}
 
 /// Compiles one definition into a wasm-backed tool (schemas checked here, R2).
 fn compile(

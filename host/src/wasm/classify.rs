@@ -4,8 +4,8 @@
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap};
 
 use crate::model::outcome::{DefectKind, FaultKind, HostFault};
-use crate::runtime::bindings::ImportMisuse;
-use crate::runtime::store::{MAX_HOST_COPY_BYTES, StoreState};
+use crate::wasm::bindings::ImportMisuse;
+use crate::wasm::store::{MAX_HOST_COPY_BYTES, StoreState};
 
 /// How a failed guest call ends.
 #[derive(Debug)]

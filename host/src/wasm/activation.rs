@@ -10,11 +10,11 @@ use crate::error::Error;
 use crate::model::outcome::Defect;
 use crate::model::text::{MAX_MESSAGE_BYTES, truncate};
 use crate::registry::scope::Scope;
-use crate::runtime::classify::{Stop, classify};
-use crate::runtime::imports::registry::ActivationState;
-use crate::runtime::invoke::WasmTool;
-use crate::runtime::load::{Plugin, PluginCode};
-use crate::runtime::store::{Role, StoreState};
+use crate::wasm::classify::{Stop, classify};
+use crate::wasm::imports::registry::ActivationState;
+use crate::wasm::invoke::WasmTool;
+use crate::wasm::load::{Plugin, PluginCode};
+use crate::wasm::store::{Role, StoreState};
 
 /// A live activation: the plugin's registrations in one placement. Unloading
 /// (or dropping) it closes every registration it made (R7).
@@ -102,7 +102,7 @@ impl Drop for Activation {
 /// dropped at once (a local, Python's refcounting, a `with` block) would
 /// otherwise leave a plugin that activated fine and provides nothing.
 fn check_kept(plugin: &Plugin, store: &mut Store<StoreState>, scope: &Scope) -> Result<(), Error> {
-    let Some(activation) = store.data_mut().activation.as_mut() else {
+    let Some(activation) = store.data_mut().activation_mut() else {
         return Ok(());
     };
     activation.activating = false;

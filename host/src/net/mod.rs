@@ -2,13 +2,11 @@
 //! and every request goes through the host's own client. Nothing is
 //! reachable without an origin grant; names that resolve to loopback,
 //! private or link-local addresses are refused unless the grant names that
-//! IP or `localhost` (`address` holds the special-purpose registries that
-//! say which are internal); permission rules can still deny or ask; each call has
+//! IP or `localhost` (`config::networks` holds the special-purpose
+//! registries that say which are internal); permission rules can still deny or ask; each call has
 //! a budget of requests, concurrency and body bytes, all within its
 //! deadline; every request is an audited event under the call's ids.
 
-mod address;
-pub(crate) mod grant;
 mod send;
 pub(crate) mod tls;
 
@@ -24,11 +22,11 @@ use wasmtime_wasi_http::{
     WasiHttpHooks,
 };
 
+use crate::config::http::HttpGrant;
 use crate::model::approval::Approver;
 use crate::model::budget::{HttpLimits, Usage};
 use crate::model::event::CallEvents;
 use crate::permission::Policy;
-use crate::runtime::http::grant::HttpGrant;
 
 /// Everything one call's requests are checked against, and what they used.
 pub(crate) struct CallHttp {

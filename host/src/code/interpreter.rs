@@ -9,17 +9,17 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker};
 use wasmtime_wasi::{HostWallClock, WasiCtxBuilder};
 
+use crate::code::imports::{self as import, ProgramImport, ProgramState, Settler, wit};
 use crate::error::Error;
 use crate::model::budget::{Budget, Usage};
 use crate::model::execution::Ended;
 use crate::model::outcome::{FaultKind, HostFault, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
-use crate::runtime::classify::{Stop, classify};
-use crate::runtime::engine::Runtime;
-use crate::runtime::imports::program::{self as import, ProgramImport, ProgramState, Settler, wit};
-use crate::runtime::invoke::{interruptible, metered_usage, take_logs};
-use crate::runtime::stdio::LogBuffer;
-use crate::runtime::store::{Role, StoreState, Streams, new_store_with};
+use crate::wasm::classify::{Stop, classify};
+use crate::wasm::engine::Runtime;
+use crate::wasm::invoke::{interruptible, metered_usage, take_logs};
+use crate::wasm::stdio::LogBuffer;
+use crate::wasm::store::{Role, StoreState, Streams, new_store_with};
 
 pub(crate) use wit::toolhost::code::types::RunError;
 
@@ -70,12 +70,17 @@ impl Interpreter {
         };
         let state = ProgramState::new(run.settler.clone(), run.calls_cancel.clone());
         let engine = self.pre.instance_pre().engine();
-        let mut store = match new_store_with(engine, streams, &run.budget, Role::Program(state)) {
+        let mut store = match new_store_with(
+            engine,
+            streams,
+            &run.budget,
+            Role::Program(Some(Box::new(state))),
+        ) {
             Ok(store) => store,
             Err(e) => return ProgramEnd::early(setup_fault(e.to_string()), run.started),
         };
         let raced = self.race(&mut store, &run).await;
-        let console = match store.data_mut().program.take() {
+        let console = match store.data_mut().take_program::<ProgramState>() {
             Some(program) => program.finish().await,
             None => String::new(),
         };
@@ -118,7 +123,7 @@ fn link(
     let mut linker: Linker<StoreState> = Linker::new(&runtime.engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     import::add_to_linker(&mut linker, |s: &mut StoreState| ProgramImport {
-        program: s.program.as_mut(),
+        program: s.program_mut(),
     })?;
     wit::InterpreterPre::new(linker.instantiate_pre(component)?)
 }

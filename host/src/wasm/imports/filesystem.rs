@@ -12,7 +12,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 
 use crate::model::text::truncate;
-use crate::runtime::store::{MAX_HANDLES_PER_CALL, StoreState};
+use crate::wasm::store::{MAX_HANDLES_PER_CALL, StoreState};
 
 /// The interface version wasmtime-wasi 48 links; guests importing any
 /// 0.2.x version resolve to it.

@@ -177,7 +177,7 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 
 /// The default compile cache: `$XDG_CACHE_HOME/toolhost` or
 /// `~/.cache/toolhost`; `None` when neither is known.
-pub fn default_cache_dir() -> Option<PathBuf> {
+pub(crate) fn default_cache_dir() -> Option<PathBuf> {
     std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

@@ -4,11 +4,11 @@
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::config::compile::CompileWorker;
 use crate::error::Error;
 use crate::model::budget::MAX_MEMORY;
-use crate::runtime::cache::CompileCache;
-use crate::runtime::compile_settings::CompileWorker;
-use crate::runtime::store::StoreState;
+use crate::wasm::cache::CompileCache;
+use crate::wasm::store::StoreState;
 
 /// Default instances the pooling allocator holds at once: calls in flight
 /// plus live activations, across all plugins of a host.
@@ -68,7 +68,7 @@ impl Runtime {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(Error::engine)?;
         let mut linker = Linker::new(&engine);
-        crate::runtime::imports::add_to_linker(&mut linker).map_err(Error::engine)?;
+        crate::wasm::imports::add_to_linker(&mut linker).map_err(Error::engine)?;
         Ok(Runtime {
             engine,
             linker,

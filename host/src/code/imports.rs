@@ -13,7 +13,7 @@ use wasmtime::component::{HasData, Linker};
 
 use crate::model::content::ContentPart;
 use crate::model::outcome::{Outcome, Settlement};
-use crate::runtime::bindings::ImportMisuse;
+use crate::wasm::bindings::ImportMisuse;
 
 pub(crate) mod wit {
     wasmtime::component::bindgen!({

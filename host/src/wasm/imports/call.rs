@@ -7,10 +7,10 @@ use crate::model::approval::{Approver, PermissionDenied, PermissionRequest};
 use crate::model::context::CallContext;
 use crate::model::event::CallEvents;
 use crate::model::text::truncate;
+use crate::net::CallHttp;
 use crate::permission::Policy;
-use crate::runtime::bindings::toolhost::plugin::call as wit;
-use crate::runtime::bindings::{ImportMisuse, PermissionError};
-use crate::runtime::http::CallHttp;
+use crate::wasm::bindings::toolhost::plugin::call as wit;
+use crate::wasm::bindings::{ImportMisuse, PermissionError};
 
 /// The longest JSON text accepted for one progress update or permission
 /// metadata; larger values are guest misbehaviour.

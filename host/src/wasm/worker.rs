@@ -5,9 +5,9 @@ use std::io::{Read, Write};
 
 use wasmtime::Engine;
 
-use crate::runtime::compile::{WORKER_INVALID, WORKER_TAG};
-use crate::runtime::engine::compile_config;
-use crate::runtime::load::MAX_PLUGIN_BYTES;
+use crate::wasm::compile::{WORKER_INVALID, WORKER_TAG};
+use crate::wasm::engine::compile_config;
+use crate::wasm::load::MAX_PLUGIN_BYTES;
 
 /// Exit code of a worker sent something it does not understand.
 const WORKER_USAGE: u8 = 2;
@@ -15,7 +15,7 @@ const WORKER_USAGE: u8 = 2;
 /// Exit code of a worker whose host went away before it finished.
 const WORKER_ORPHANED: i32 = 3;
 
-/// Runs this process as a compile worker (see [`crate::CompileWorker`]):
+/// Runs this process as a compile worker (see [`crate::config::CompileWorker`]):
 /// reads one component from stdin, compiles it for this host's engine,
 /// writes the artifact to stdout and returns the exit code to end with.
 /// It exits at once if stdin closes before it is done: its host is gone.

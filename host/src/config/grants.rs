@@ -4,11 +4,8 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-use crate::error::GrantError;
-use crate::runtime::http::grant::HttpGrant;
-use crate::runtime::stdio::LogBuffer;
+use crate::config::http::HttpGrant;
 
 /// A host directory mapped into the guest.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -42,7 +39,8 @@ impl DirGrant {
         }
     }
 
-    fn guest_path(&self) -> String {
+    /// Where the guest sees the directory: `guest`, else the host path.
+    pub(crate) fn guest_path(&self) -> String {
         self.guest
             .clone()
             .unwrap_or_else(|| self.host.to_string_lossy().into_owned())
@@ -67,42 +65,4 @@ pub struct Grants {
     pub env: Vec<EnvGrant>,
     /// Origins the guest may send HTTP requests to (R36).
     pub http: Vec<HttpGrant>,
-}
-
-impl Grants {
-    /// Builds a WASI context holding exactly these grants, with stdout and
-    /// stderr captured.
-    pub(crate) fn wasi_ctx(
-        &self,
-        stdout: &LogBuffer,
-        stderr: &LogBuffer,
-    ) -> Result<WasiCtx, GrantError> {
-        let mut builder = WasiCtxBuilder::new();
-        builder
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        for dir in &self.dirs {
-            let perms = if dir.writable {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
-            builder
-                .preopened_dir(&dir.host, dir.guest_path(), perms)
-                .map_err(|e| GrantError {
-                    host: dir.host.clone(),
-                    reason: format!("{e:#}"),
-                })?;
-        }
-        for env in &self.env {
-            let value = env.value.clone().or_else(|| std::env::var(&env.name).ok());
-            if let Some(value) = value {
-                builder.env(&env.name, value);
-            }
-        }
-        Ok(builder.build())
-    }
 }

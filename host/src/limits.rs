@@ -1,0 +1,66 @@
+//! Every limit a guest, a client, a manifest or a file can push on, and
+//! every default budget, each with its value and a one-line reason on its
+//! own page. Budgets and output bounds can be changed per host (the
+//! builder), per plugin (its manifest's `[limits]`) and, for budgets, per
+//! call; the others are fixed safety limits unless their documentation
+//! names a setting. docs/limits.md lists them all, and a test keeps it
+//! honest.
+
+// Budgets of one call.
+pub use crate::model::budget::{
+    DEFAULT_CONCURRENCY, DEFAULT_FUEL, DEFAULT_HTTP_CONCURRENCY, DEFAULT_HTTP_REQUEST_BYTES,
+    DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES, DEFAULT_MEMORY, DEFAULT_TIMEOUT,
+    MAX_MEMORY,
+};
+pub use crate::wasm::store::{MAX_HANDLES_PER_CALL, MAX_HOST_COPY_BYTES};
+
+// A Code Mode program.
+pub use crate::code::imports::{MAX_CONSOLE_BYTES, MAX_PROGRAM_CALLS, MAX_PROGRAM_CALLS_IN_FLIGHT};
+
+// What a result may carry.
+pub use crate::model::budget::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, DEFAULT_MAX_MACHINE_OUTPUT};
+pub use crate::model::schema::{MAX_COUNTED_VIOLATIONS, MAX_LISTED_VIOLATIONS};
+pub use crate::model::text::MAX_MESSAGE_BYTES;
+pub use crate::settle::content::{MAX_MEDIA_BYTES, MAX_RESULT_MEDIA_BYTES};
+pub use crate::settle::metadata::MAX_METADATA_BYTES;
+pub use crate::settle::pipeline::MAX_PARTIAL_BYTES;
+pub use crate::wasm::imports::call::MAX_PROGRESS_BYTES;
+pub use crate::wasm::stdio::MAX_CAPTURED_BYTES;
+
+// What a plugin may register and ask.
+pub use crate::model::tool::MAX_NAME_LEN;
+pub use crate::wasm::imports::call::{MAX_PERMISSION_ITEMS, MAX_PERMISSION_TEXT};
+pub use crate::wasm::imports::registry::{
+    MAX_DESCRIPTION_BYTES, MAX_REGISTERED_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_ACTIVATION,
+};
+
+// The host.
+pub use crate::config::compile::{DEFAULT_COMPILE_MEMORY, DEFAULT_COMPILE_TIMEOUT};
+pub use crate::manifest::MAX_MANIFEST_BYTES;
+pub use crate::output::retain::{DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA};
+pub use crate::sink::{EVENT_LOG_ROTATE_BYTES, EVENT_LOG_SEGMENTS};
+pub use crate::wasm::cache::DEFAULT_CACHE_LIMIT;
+pub use crate::wasm::engine::DEFAULT_MAX_INSTANCES;
+pub use crate::wasm::load::MAX_PLUGIN_BYTES;
+
+// MCP servers bridged in.
+#[cfg(feature = "mcp")]
+pub use crate::bridge::{MCP_CONNECT_TIMEOUT, MCP_RECONNECT_MAX, MCP_RECONNECT_MIN};
+
+// The front door (`toolhost serve`).
+#[cfg(feature = "mcp")]
+pub use crate::mcp::admission::{
+    MAX_CALLS_IN_FLIGHT, MAX_CALLS_PER_SESSION, MAX_CALLS_WAITING, MAX_SLOT_WAIT,
+    OUTCOME_FLUSH_LIMIT,
+};
+#[cfg(feature = "mcp")]
+pub use crate::mcp::bindings::{MAX_SESSIONS, SESSION_IDLE_EXPIRY};
+#[cfg(feature = "mcp")]
+pub use crate::mcp::http::{
+    BODY_IDLE_TIMEOUT, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, MAX_BUFFERED_REQUEST_BYTES,
+    MAX_CONNECTIONS, MAX_INITIALIZE_BYTES, MAX_REQUEST_BODY_BYTES, REPLY_FLUSH_LIMIT,
+};
+#[cfg(feature = "mcp")]
+pub use crate::mcp::server::{MAX_LOADING_WAIT, PERMISSION_ANSWER_TIMEOUT};
+#[cfg(feature = "mcp")]
+pub use crate::mcp::stdio::MAX_STDIO_MESSAGE_BYTES;

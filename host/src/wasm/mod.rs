@@ -1,0 +1,21 @@
+//! The wasm runtime: the engine and its compile cache, compiling under
+//! limits (in a worker process), reading and checking components,
+//! activations, per-call stores, invoking a tool in a fresh instance,
+//! classifying how a guest stopped, fair slots, and the host side of the
+//! plugin world's imports.
+
+pub(crate) mod activation;
+pub(crate) mod bindings;
+pub(crate) mod cache;
+pub(crate) mod classify;
+pub(crate) mod compile;
+pub(crate) mod engine;
+pub(crate) mod imports;
+pub(crate) mod invoke;
+pub(crate) mod load;
+pub(crate) mod preflight;
+pub(crate) mod slots;
+pub(crate) mod stdio;
+pub(crate) mod store;
+pub(crate) mod wasi;
+pub(crate) mod worker;
