@@ -13,6 +13,7 @@ mod capabilities;
 mod cli;
 mod code_mode;
 mod compile_limits;
+mod docs;
 mod event_log;
 mod execution;
 mod hardening;
