@@ -32,7 +32,7 @@ pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Fail
     for spec in &specs {
         bar.set_message(spec.path.display().to_string());
         let start = Instant::now();
-        let plugin = host.load(&spec.path, &spec.options).await?;
+        let plugin = host.compile(&spec.path, &spec.options).await?;
         let ms = start.elapsed().as_secs_f64() * 1000.0;
         let info = plugin.info();
         let how = if info.from_cache {

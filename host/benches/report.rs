@@ -248,7 +248,7 @@ fn main() {
     });
     let fresh = rt.block_on(async {
         let plugin = host
-            .load(TEXT_TOOLS, &PluginOptions::default())
+            .compile(TEXT_TOOLS, &PluginOptions::default())
             .await
             .unwrap();
         let n = 20_000;
@@ -347,7 +347,7 @@ fn main() {
         .unwrap();
     let start = Instant::now();
     let load = |host: &Host| {
-        rt.block_on(host.load(TEXT_TOOLS, &PluginOptions::default()))
+        rt.block_on(host.compile(TEXT_TOOLS, &PluginOptions::default()))
             .unwrap()
     };
     let first = load(&cached_host);
@@ -499,7 +499,7 @@ fn count_calls(mode: &str, n: u64, cache: &Path) {
             }
             "fresh" => {
                 let plugin = host
-                    .load(TEXT_TOOLS, &PluginOptions::default())
+                    .compile(TEXT_TOOLS, &PluginOptions::default())
                     .await
                     .unwrap();
                 toolhost::bench_support::fresh_calls(&plugin, "echo", ECHO_INPUT, n + 1)

@@ -73,7 +73,7 @@ async fn tripped(
     }
     let host = host.build().unwrap();
     let start = Instant::now();
-    match host.load(path, options).await {
+    match host.compile(path, options).await {
         Err(Error::Load(e @ LoadError::CompileLimit { limit, .. })) => {
             let message = e.to_string();
             assert!(message.contains("compile bomb"), "{message}");

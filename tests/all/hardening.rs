@@ -430,7 +430,7 @@ async fn r31_the_loader_reads_only_regular_files_under_a_cap() {
         (dir.path(), "is a directory, not a file"),
         (big.as_path(), "is larger than"),
     ] {
-        match host.load(path, &options).await {
+        match host.compile(path, &options).await {
             Err(Error::Load(e)) => assert!(e.to_string().contains(expected), "{e}"),
             other => panic!("{}: expected a load error, got {other:?}", path.display()),
         }

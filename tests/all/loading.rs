@@ -8,7 +8,7 @@ use toolhost_tests::{host, load, settle};
 
 async fn load_error(path: &std::path::Path) -> LoadError {
     let (host, _out) = host();
-    match host.load(path, &PluginOptions::default()).await {
+    match host.compile(path, &PluginOptions::default()).await {
         Err(Error::Load(e)) => e,
         other => panic!("{}: expected a load error, got {other:?}", path.display()),
     }
@@ -69,7 +69,7 @@ async fn an_incompatible_wit_version_is_refused_with_both_versions_named() {
 async fn plugin_identity_and_configuration() {
     let (host, _out) = host();
     let plugin = host
-        .load(TEXT_TOOLS, &PluginOptions::default())
+        .compile(TEXT_TOOLS, &PluginOptions::default())
         .await
         .unwrap();
     let info = plugin.info();
@@ -117,14 +117,14 @@ async fn the_compile_cache_is_used_and_a_corrupt_entry_is_rebuilt() {
         .unwrap();
     assert!(
         !host
-            .load(TEXT_TOOLS, &PluginOptions::default())
+            .compile(TEXT_TOOLS, &PluginOptions::default())
             .await
             .unwrap()
             .info()
             .from_cache
     );
     assert!(
-        host.load(TEXT_TOOLS, &PluginOptions::default())
+        host.compile(TEXT_TOOLS, &PluginOptions::default())
             .await
             .unwrap()
             .info()
@@ -142,7 +142,7 @@ async fn the_compile_cache_is_used_and_a_corrupt_entry_is_rebuilt() {
     std::fs::write(&entry, &bytes).unwrap();
     assert!(
         !host
-            .load(TEXT_TOOLS, &PluginOptions::default())
+            .compile(TEXT_TOOLS, &PluginOptions::default())
             .await
             .unwrap()
             .info()
@@ -150,7 +150,7 @@ async fn the_compile_cache_is_used_and_a_corrupt_entry_is_rebuilt() {
         "corrupt entries are never trusted"
     );
     assert!(
-        host.load(TEXT_TOOLS, &PluginOptions::default())
+        host.compile(TEXT_TOOLS, &PluginOptions::default())
             .await
             .unwrap()
             .info()
@@ -160,7 +160,7 @@ async fn the_compile_cache_is_used_and_a_corrupt_entry_is_rebuilt() {
     std::fs::write(&entry, b"garbage").unwrap();
     assert!(
         !host
-            .load(TEXT_TOOLS, &PluginOptions::default())
+            .compile(TEXT_TOOLS, &PluginOptions::default())
             .await
             .unwrap()
             .info()
@@ -190,7 +190,7 @@ fn compiling_runs_off_the_async_workers() {
         };
         let start = std::time::Instant::now();
         let plugin = host
-            .load(TEXT_TOOLS, &PluginOptions::default())
+            .compile(TEXT_TOOLS, &PluginOptions::default())
             .await
             .unwrap();
         let took = start.elapsed();
@@ -223,7 +223,7 @@ async fn the_compile_cache_evicts_the_least_recently_used_entry_beyond_its_cap()
         .build()
         .unwrap();
     let options = PluginOptions::default();
-    measure.load(TEXT_TOOLS, &options).await.unwrap();
+    measure.compile(TEXT_TOOLS, &options).await.unwrap();
     let text_entry = entries().remove(0);
     let one = std::fs::metadata(&text_entry).unwrap().len();
     // The key is stable: BLAKE3 hex, the same on every build of the host.
@@ -239,20 +239,33 @@ async fn the_compile_cache_evicts_the_least_recently_used_entry_beyond_its_cap()
         .build()
         .unwrap();
     assert!(
-        host.load(TEXT_TOOLS, &options)
+        host.compile(TEXT_TOOLS, &options)
             .await
             .unwrap()
             .info()
             .from_cache
     );
-    assert!(!host.load(CHAOS, &options).await.unwrap().info().from_cache);
+    assert!(
+        !host
+            .compile(CHAOS, &options)
+            .await
+            .unwrap()
+            .info()
+            .from_cache
+    );
     let left = entries();
     assert_eq!(left.len(), 1, "{left:?}");
     assert_ne!(left[0], text_entry, "the older entry was evicted");
-    assert!(host.load(CHAOS, &options).await.unwrap().info().from_cache);
+    assert!(
+        host.compile(CHAOS, &options)
+            .await
+            .unwrap()
+            .info()
+            .from_cache
+    );
     assert!(
         !host
-            .load(TEXT_TOOLS, &options)
+            .compile(TEXT_TOOLS, &options)
             .await
             .unwrap()
             .info()
@@ -290,7 +303,7 @@ async fn unprovided_imports_are_refused_before_compiling_each_named() {
         .cache_dir(cache.path())
         .build()
         .unwrap();
-    let e = match host.load(&path, &PluginOptions::default()).await {
+    let e = match host.compile(&path, &PluginOptions::default()).await {
         Err(Error::Load(e)) => e,
         other => panic!("expected a load error, got {other:?}"),
     };

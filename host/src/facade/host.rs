@@ -324,10 +324,10 @@ impl Host {
         HostBuilder::default()
     }
 
-    /// Loads a plugin with `options`: reads it, checks the WIT version,
-    /// compiles it (or loads it from the compile cache) on a blocking
-    /// thread, and links it.
-    pub async fn load(
+    /// Compiles a plugin with `options`: reads it, checks the WIT version,
+    /// compiles it under its limits (or takes it from the compile cache)
+    /// and links it. Nothing runs: [`Location::load`] also activates it.
+    pub async fn compile(
         &self,
         path: impl AsRef<Path>,
         options: &PluginOptions,

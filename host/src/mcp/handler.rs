@@ -64,14 +64,14 @@ pub(crate) struct Handler {
 
 /// Who a request belongs to: the session of its calls, and the scope of the
 /// retained outputs it may read.
-pub(crate) struct Scope {
+pub(crate) struct RequestScope {
     session: String,
     outputs: String,
 }
 
-impl Scope {
-    fn same(id: String) -> Scope {
-        Scope {
+impl RequestScope {
+    fn same(id: String) -> RequestScope {
+        RequestScope {
             outputs: id.clone(),
             session: id,
         }
@@ -142,21 +142,21 @@ impl Handler {
     /// are readable by the same credential's stateless requests that know
     /// their unguessable ids. A 2026-07-28 request never resolves a 2025
     /// session from its header.
-    fn scope(&self, context: &RequestContext<RoleServer>) -> Scope {
+    fn scope(&self, context: &RequestContext<RoleServer>) -> RequestScope {
         let Some(parts) = context.extensions.get::<http::request::Parts>() else {
-            return Scope::same(self.connection.clone());
+            return RequestScope::same(self.connection.clone());
         };
         if is_legacy(context)
             && let Some(id) = session_header(parts)
         {
             self.mark.serves(id);
-            return Scope::same(id.to_owned());
+            return RequestScope::same(id.to_owned());
         }
         let anonymous = Credential::anonymous();
         let credential = parts.extensions.get::<Credential>().unwrap_or(&anonymous);
         match meta_str(context, SESSION_ID_KEY) {
-            Some(id) => Scope::same(format!("client:{}:{id}", credential.as_str())),
-            None => Scope {
+            Some(id) => RequestScope::same(format!("client:{}:{id}", credential.as_str())),
+            None => RequestScope {
                 session: format!("request:{}", uuid::Uuid::new_v4().simple()),
                 outputs: format!("stateless:{}", credential.as_str()),
             },
@@ -165,7 +165,7 @@ impl Handler {
 
     /// Where a request's tools are: the session's own placement when the
     /// server places MCP servers per session, else the served location.
-    async fn location(&self, scope: &Scope) -> Location {
+    async fn location(&self, scope: &RequestScope) -> Location {
         self.shared
             .session_sources
             .location(&self.shared.location, &scope.session)
@@ -206,7 +206,7 @@ impl Handler {
         &self,
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-        scope: &Scope,
+        scope: &RequestScope,
         location: &Location,
     ) -> Result<Started, ErrorData> {
         let admitted = self.shared.admission.admit(&scope.session)?;
@@ -268,7 +268,7 @@ impl Handler {
     async fn drive(
         &self,
         mut started: Started,
-        scope: &Scope,
+        scope: &RequestScope,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let step = tokio::select! {
@@ -320,7 +320,7 @@ impl Handler {
         &self,
         handle: &str,
         responses: Option<InputResponses>,
-        scope: &Scope,
+        scope: &RequestScope,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let unknown = || {
@@ -345,7 +345,7 @@ impl Handler {
         &self,
         started: Started,
         settlement: Settlement,
-        scope: &Scope,
+        scope: &RequestScope,
     ) -> Result<CallToolResponse, ErrorData> {
         if let Some(task) = started.progress {
             let _ = tokio::time::timeout(PROGRESS_FLUSH, task).await;

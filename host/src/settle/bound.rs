@@ -8,7 +8,9 @@
 use crate::model::budget::OutputBounds;
 use crate::model::content::ContentPart;
 use crate::model::outcome::{Completed, FaultKind, Outcome, RetainedOutput};
-use crate::output::bound::{MARKER_LINES, MARKER_ROOM, count_lines, parts_marker, preview, within};
+use crate::output::preview::{
+    MARKER_LINES, MARKER_ROOM, count_lines, parts_marker, preview, within,
+};
 use crate::settle::pipeline::Pipeline;
 
 /// Room kept for the marker that stands for the parts after a cut.

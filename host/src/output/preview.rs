@@ -1,4 +1,5 @@
-//! Bounding the text that reaches the model: head + marker + tail (R16).
+//! The preview that reaches the model in place of an oversized text: head,
+//! a marker saying what was omitted and where it is kept, tail (R16).
 
 use crate::model::budget::OutputBounds;
 
