@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 
-pub use crate::output::bound::{count_lines, preview, within};
+pub use crate::output::preview::{count_lines, preview, within};
 
 use crate::model::budget::FUEL_YIELD_INTERVAL;
 use crate::model::event::CallEvents;
