@@ -12,7 +12,7 @@ pub const FUEL_YIELD_INTERVAL: u64 = 50_000;
 
 /// Default fuel per call: a finite allowance for a runaway loop, about 1.5 s
 /// of a tight loop on this project's 2-core machine (measured; see the
-/// README's limits table).
+/// docs/limits.md).
 pub const DEFAULT_FUEL: u64 = 20_000_000_000;
 
 /// Default wall-clock deadline per call: a tool call the model waits on.
