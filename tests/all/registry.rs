@@ -7,47 +7,15 @@ use toolhost::outcome::{ErrorKind, FINAL_STEP_MESSAGE};
 use toolhost::permission::{Effect, Rule, Rules};
 use toolhost::registry::{Level, NameError, SnapshotOptions};
 use toolhost::schema::Schema;
-use toolhost::{ContentPart, Outcome, RegistrationError, Tool, ToolResponse};
-use toolhost_tests::{host, load, settle};
-
-/// A native tool answering `{"source": tag}`.
-fn tagged(tag: &'static str) -> Tool {
-    Tool::native(
-        format!("answers {tag}"),
-        json!({"type": "object"}),
-        Some(json!({"type": "object", "properties": {"source": {"type": "string"}}})),
-        move |_, _| async move {
-            Ok(ToolResponse {
-                output: Some(json!({ "source": tag })),
-                ..Default::default()
-            })
-        },
-    )
-    .unwrap()
-}
-
-fn output(outcome: &Outcome) -> serde_json::Value {
-    match outcome {
-        Outcome::Completed(c) => c.output.clone().unwrap_or_default(),
-        other => panic!("expected completed, got {other:?}"),
-    }
-}
-
-fn names(location: &toolhost::Location) -> Vec<String> {
-    location
-        .snapshot()
-        .definitions()
-        .iter()
-        .map(|d| d.name.clone())
-        .collect()
-}
+use toolhost::{ContentPart, Outcome, RegistrationError};
+use toolhost_tests::{host, load, names, output, settle, tagged};
 
 #[test]
 fn r01_names_are_normalized_and_reserved_names_rejected() {
     let (host, _out) = host();
     let location = host.location("/r01");
     let _r = location.register([("read.file v2", tagged("a"))]).unwrap();
-    assert_eq!(names(&location), ["read_file_v2"]);
+    assert_eq!(names(&location.snapshot()), ["read_file_v2"]);
 
     let err = location.register([("execute", tagged("b"))]).unwrap_err();
     assert!(
@@ -79,7 +47,7 @@ fn r02_register_is_atomic_and_rejects_colliding_names() {
         .unwrap_err();
     assert!(matches!(err, RegistrationError::InvalidName { .. }));
     assert!(
-        names(&location).is_empty(),
+        names(&location.snapshot()).is_empty(),
         "a failed register must change nothing"
     );
 
@@ -90,7 +58,7 @@ fn r02_register_is_atomic_and_rejects_colliding_names() {
         matches!(&err, RegistrationError::DuplicateName { tool, name } if tool == "a_b" && name == "a_b"),
         "{err:?}"
     );
-    assert!(names(&location).is_empty());
+    assert!(names(&location.snapshot()).is_empty());
 
     // Schemas must compile as JSON Schema before anything is registered.
     let err = Schema::compile(json!({"type": 12})).unwrap_err();
@@ -104,7 +72,7 @@ async fn r03_latest_active_registration_wins() {
     let _first = location.register([("search", tagged("first"))]).unwrap();
     let _second = location.register([("search", tagged("second"))]).unwrap();
     let s = settle(&location.snapshot(), "search", json!({})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "second"}));
+    assert_eq!(output(&s), json!({"source": "second"}));
 }
 
 #[tokio::test]
@@ -117,14 +85,14 @@ async fn r04_closing_reveals_the_next_latest_and_is_idempotent() {
     // Closing a middle registration removes exactly it.
     second.close();
     let s = settle(&location.snapshot(), "search", json!({})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "third"}));
+    assert_eq!(output(&s), json!({"source": "third"}));
     third.close();
     third.close();
     assert!(third.is_closed());
     let s = settle(&location.snapshot(), "search", json!({})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "first"}));
+    assert_eq!(output(&s), json!({"source": "first"}));
     drop(first);
-    assert!(names(&location).is_empty());
+    assert!(names(&location.snapshot()).is_empty());
 }
 
 #[tokio::test]
@@ -137,11 +105,11 @@ async fn r05_location_registrations_shadow_application_ones() {
     let here = host.location("/r05/a");
     let _loc = here.register([("search", tagged("location"))]).unwrap();
     let s = settle(&here.snapshot(), "search", json!({})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "location"}));
+    assert_eq!(output(&s), json!({"source": "location"}));
     // Another location still sees the application's tool.
     let there = host.location("/r05/b");
     let s = settle(&there.snapshot(), "search", json!({})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "app"}));
+    assert_eq!(output(&s), json!({"source": "app"}));
     let catalog = here.catalog();
     assert_eq!(catalog.len(), 2);
     assert_eq!(
@@ -163,9 +131,9 @@ async fn r06_registrations_are_captured_by_value() {
     // Changing the registrant's record afterwards changes nothing.
     tools[0] = ("search".to_owned(), tagged("changed"));
     tools.push(("other".to_owned(), tagged("other")));
-    assert_eq!(names(&location), ["search"]);
+    assert_eq!(names(&location.snapshot()), ["search"]);
     let s = settle(&location.snapshot(), "search", json!({})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "original"}));
+    assert_eq!(output(&s), json!({"source": "original"}));
 
     // A plugin's registration captures its code and definitions: replacing
     // the file on disk afterwards changes neither.
@@ -179,7 +147,7 @@ async fn r06_registrations_are_captured_by_value() {
     let after = plugin_location.snapshot();
     assert_eq!(after.definitions(), before.definitions());
     let s = settle(&after, "echo", json!({"message": "same code"})).await;
-    assert_eq!(output(&s.outcome), json!({"message": "same code"}));
+    assert_eq!(output(&s), json!({"message": "same code"}));
 }
 
 #[tokio::test]
@@ -187,17 +155,20 @@ async fn r07_unloading_closes_every_registration_and_closed_scopes_reject() {
     let (host, _out) = host();
     let location = host.location("/r07");
     let activation = load(&location, TEXT_TOOLS).await;
-    assert_eq!(names(&location), ["echo", "regex_search", "word_count"]);
+    assert_eq!(
+        names(&location.snapshot()),
+        ["echo", "regex_search", "word_count"]
+    );
     activation.unload();
     activation.unload();
     assert!(activation.is_unloaded());
-    assert!(names(&location).is_empty());
+    assert!(names(&location.snapshot()).is_empty());
 
     let scope = location.scope();
     let registration = scope.register([("search", tagged("scoped"))]).unwrap();
     scope.close();
     assert!(registration.is_closed());
-    assert!(names(&location).is_empty());
+    assert!(names(&location.snapshot()).is_empty());
     let err = scope.register([("search", tagged("late"))]).unwrap_err();
     assert!(matches!(err, RegistrationError::ScopeClosed));
 }
@@ -239,10 +210,10 @@ async fn r09_calls_run_the_captured_tool_after_changes_and_unload() {
     drop(activation);
     // ...but the call executes the wasm echo captured in the snapshot.
     let s = settle(&snapshot, "echo", json!({"message": "still here"})).await;
-    assert_eq!(output(&s.outcome), json!({"message": "still here"}));
+    assert_eq!(output(&s), json!({"message": "still here"}));
     // A new snapshot sees the change.
     let s = settle(&location.snapshot(), "echo", json!({"message": "x"})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "native"}));
+    assert_eq!(output(&s), json!({"source": "native"}));
 }
 
 #[tokio::test]
@@ -267,7 +238,7 @@ async fn r10_unknown_tools_are_rejected_per_call() {
         std::time::Duration::ZERO,
         "nothing executed"
     );
-    assert_eq!(output(&known.outcome), json!({"message": "fine"}));
+    assert_eq!(output(&known), json!({"message": "fine"}));
 }
 
 #[tokio::test]
@@ -324,14 +295,14 @@ async fn later_plugin_wins_and_unloading_it_brings_the_first_back() {
     let one = load(&location, SEARCH_ONE).await;
     let two = load(&location, SEARCH_TWO).await;
     let s = settle(&location.snapshot(), "search", json!({"query": "q"})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "two"}));
+    assert_eq!(output(&s), json!({"source": "two"}));
     let catalog = location.catalog();
     assert_eq!(catalog.len(), 2);
     assert_eq!(catalog[0].tool.plugin().unwrap().name, "search_two");
     assert!(catalog[1].shadowed);
     two.unload();
     let s = settle(&location.snapshot(), "search", json!({"query": "q"})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "one"}));
+    assert_eq!(output(&s), json!({"source": "one"}));
     drop(one);
 }
 
@@ -361,6 +332,6 @@ async fn hot_reload_overlays_then_closes_the_old_activation() {
         "2.0.0"
     );
     let s = settle(&before, "echo", json!({"message": "old snapshot"})).await;
-    assert_eq!(output(&s.outcome), json!({"message": "old snapshot"}));
+    assert_eq!(output(&s), json!({"message": "old snapshot"}));
     drop(new);
 }

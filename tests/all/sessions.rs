@@ -5,43 +5,12 @@
 use crate::TEXT_TOOLS;
 use serde_json::json;
 use toolhost::registry::Level;
-use toolhost::{Location, Outcome, RegistrationError, Tool, ToolResponse};
-use toolhost_tests::{host, load, settle};
-
-/// A native tool answering `{"source": tag}`.
-fn tagged(tag: &'static str) -> Tool {
-    Tool::native(
-        format!("answers {tag}"),
-        json!({"type": "object"}),
-        None,
-        move |_, _| async move {
-            Ok(ToolResponse {
-                output: Some(json!({ "source": tag })),
-                ..Default::default()
-            })
-        },
-    )
-    .unwrap()
-}
-
-fn output(outcome: &Outcome) -> serde_json::Value {
-    match outcome {
-        Outcome::Completed(c) => c.output.clone().unwrap_or_default(),
-        other => panic!("expected completed, got {other:?}"),
-    }
-}
-
-fn names(view: &Location) -> Vec<String> {
-    view.snapshot()
-        .definitions()
-        .iter()
-        .map(|d| d.name.clone())
-        .collect()
-}
+use toolhost::{Location, Outcome, RegistrationError};
+use toolhost_tests::{host, load, names, output, settle, tagged};
 
 /// What `search` answers in a fresh snapshot of `view`.
 async fn search(view: &Location) -> serde_json::Value {
-    output(&settle(&view.snapshot(), "search", json!({})).await.outcome)
+    output(&settle(&view.snapshot(), "search", json!({})).await)
 }
 
 #[tokio::test]
@@ -54,18 +23,18 @@ async fn r35_session_registrations_are_visible_only_in_that_sessions_snapshots()
     let _notes = alice.register([("notes", tagged("alice"))]).unwrap();
 
     let expected = ["echo", "notes", "regex_search", "word_count"];
-    assert_eq!(names(&alice), expected);
+    assert_eq!(names(&alice.snapshot()), expected);
     // The same id on the same location is the same session.
-    assert_eq!(names(&location.session("alice")), expected);
+    assert_eq!(names(&location.session("alice").snapshot()), expected);
     let s = settle(&alice.snapshot(), "echo", json!({"message": "mine"})).await;
-    assert_eq!(output(&s.outcome), json!({"message": "mine"}));
+    assert_eq!(output(&s), json!({"message": "mine"}));
 
     // Neither another session, nor the bare location, nor the same id on
     // another location sees any of it.
     let bob = location.session("bob");
-    assert!(names(&bob).is_empty());
-    assert!(names(&location).is_empty());
-    assert!(names(&host.location("/r35/other").session("alice")).is_empty());
+    assert!(names(&bob.snapshot()).is_empty());
+    assert!(names(&location.snapshot()).is_empty());
+    assert!(names(&host.location("/r35/other").session("alice").snapshot()).is_empty());
     let s = settle(&bob.snapshot(), "echo", json!({"message": "hers"})).await;
     assert!(
         matches!(&s.outcome, Outcome::Error { message, .. } if message == "Unknown tool: echo"),
@@ -77,7 +46,7 @@ async fn r35_session_registrations_are_visible_only_in_that_sessions_snapshots()
     let _b = bob.register([("notes", tagged("bob"))]).unwrap();
     assert_eq!(alice.session("bob").session_id(), Some("bob"));
     let s = settle(&alice.session("bob").snapshot(), "notes", json!({})).await;
-    assert_eq!(output(&s.outcome), json!({"source": "bob"}));
+    assert_eq!(output(&s), json!({"source": "bob"}));
 }
 
 #[tokio::test]
@@ -141,13 +110,13 @@ async fn r35_ending_a_session_closes_its_registrations_but_not_earlier_snapshots
 
     // The next snapshot has none of the session's tools: the location's
     // `search` shows through again.
-    assert_eq!(names(&session), ["search"]);
+    assert_eq!(names(&session.snapshot()), ["search"]);
     assert_eq!(search(&session).await, json!({"source": "location"}));
     // The earlier snapshot still settles what it captured (R6, R9).
     let s = settle(&before, "echo", json!({"message": "captured"})).await;
-    assert_eq!(output(&s.outcome), json!({"message": "captured"}));
+    assert_eq!(output(&s), json!({"message": "captured"}));
     assert_eq!(
-        output(&settle(&before, "search", json!({})).await.outcome),
+        output(&settle(&before, "search", json!({})).await),
         json!({"source": "session"})
     );
 
@@ -177,16 +146,16 @@ async fn r35_a_session_opened_again_after_its_end_is_fresh() {
     old.end_session();
 
     let fresh = location.session("s1");
-    assert!(names(&fresh).is_empty());
+    assert!(names(&fresh.snapshot()).is_empty());
     let _fresh_tool = fresh.register([("search", tagged("fresh"))]).unwrap();
     // Ending the old view again leaves the new session with that id alone.
     old.end_session();
     assert_eq!(search(&fresh).await, json!({"source": "fresh"}));
-    assert!(names(&old).is_empty());
+    assert!(names(&old.snapshot()).is_empty());
 
     // Ending does nothing on a view that is not a session.
     let _kept = location.register([("kept", tagged("location"))]).unwrap();
     location.end_session();
-    assert_eq!(names(&location), ["kept"]);
+    assert_eq!(names(&location.snapshot()), ["kept"]);
     assert_eq!(location.session_id(), None);
 }

@@ -1,7 +1,20 @@
-//! Shared helpers for the integration tests: `plugin_paths!` (the example
-//! plugins' paths, built by `build.rs`) and a host configured for tests.
+//! Shared helpers for the tests (`tests/all`, the host crate's tests and
+//! the benches): `plugin_paths!` (the example plugins' paths, built by
+//! `build.rs`), a host configured for tests, what a settlement holds
+//! ([`outcomes`]), and waiting on events with a bound ([`wait`]). A helper
+//! two test modules need lives here, once; see `tests/README.md`.
 
-use toolhost::{Call, CallContext, Host, HostBuilder, Settlement, Snapshot};
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::json;
+use toolhost::{Call, CallContext, Host, HostBuilder, Settlement, Snapshot, Tool, ToolResponse};
+
+pub mod outcomes;
+pub mod wait;
+
+pub use outcomes::{completed, error_message, names, output, text, texts};
+pub use wait::{Recorded, Recorder, eventually, wait_until, within};
 
 include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
 
@@ -41,4 +54,37 @@ pub async fn load(location: &toolhost::Location, plugin: &str) -> toolhost::Acti
         .load(plugin, &toolhost::config::PluginOptions::default())
         .await
         .unwrap_or_else(|e| panic!("loading {plugin}: {e}"))
+}
+
+/// A native tool answering `{"source": tag}` whatever its input: which of
+/// several registrations of one name a call reached.
+pub fn tagged(tag: &'static str) -> Tool {
+    Tool::native(
+        format!("answers {tag}"),
+        json!({"type": "object"}),
+        Some(json!({"type": "object", "properties": {"source": {"type": "string"}}})),
+        move |_, _| async move {
+            Ok(ToolResponse {
+                output: Some(json!({ "source": tag })),
+                ..Default::default()
+            })
+        },
+    )
+    .expect("a valid native tool")
+}
+
+/// The repository's root directory.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is in the repository")
+}
+
+/// A finished command's exit code, stdout and stderr (each UTF-8).
+pub fn exited(out: Output) -> (i32, String, String) {
+    (
+        out.status.code().expect("exited, not killed by a signal"),
+        String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+        String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+    )
 }
