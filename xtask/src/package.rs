@@ -1,16 +1,20 @@
 //! `cargo xtask package`: the SDK and the library as crates.io would ship
-//! them, used the way a plugin author and an embedder would. `cargo package` packs (and verifies) `toolhost-sdk`
-//! and `toolhost-sdk-macros`; the `.crate` files are unpacked under
+//! them, used the way a plugin author and an embedder would. `cargo package`
+//! packs (and verifies) `toolhost-sdk`, `toolhost-sdk-macros` and the
+//! `toolhost-names` both the macros and the library depend on (one call, so
+//! cargo resolves the unpublished crates against each other's packages);
+//! the `.crate` files are unpacked under
 //! `target/package-test/`; a plugin crate written in a temporary directory
-//! outside this workspace depends on the unpacked SDK by path and is built
-//! for wasm32-wasip2; and the real `toolhost` CLI calls its tool. A file
+//! outside this workspace depends on the unpacked SDK by path (and patches
+//! the crates it names by version to the unpacked ones, as if they came
+//! from crates.io) and is built for wasm32-wasip2; and the real `toolhost` CLI calls its tool. A file
 //! missing from a package, a path that only resolves inside this repository,
 //! or a macro that names something the package does not export fails here.
 //!
 //! The `toolhost` library is packaged without cargo's verification (which
 //! rebuilds wasmtime in a directory of its own, about five minutes here);
 //! instead an embedder crate outside the workspace depends on the unpacked
-//! package and is `cargo check`ed against the workspace's lockfile and
+//! package (and the unpacked `toolhost-names`) and is `cargo check`ed against the workspace's lockfile and
 //! target directory, which proves the package complete (its WIT included)
 //! while reusing the dependencies already checked.
 
@@ -26,6 +30,7 @@ use crate::support::{build_toolhost, cargo, run_step, scratch, target_dir};
 const LIBRARY: &str = "toolhost";
 const SDK: &str = "toolhost-sdk";
 const MACROS: &str = "toolhost-sdk-macros";
+const NAMES: &str = "toolhost-names";
 
 /// The plugin's package name, and so its component's file name.
 const PLUGIN: &str = "package-test";
@@ -80,14 +85,14 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     let target = target_dir(root);
     let unpacked = target.join("package-test");
     let crates = package(root, &target)?;
-    let [sdk, macros] = unpack(&crates, &unpacked)?;
+    let [sdk, macros, names] = unpack(&crates, &unpacked)?;
     let plugin = scratch("toolhost-package-")?;
-    write_plugin(plugin.path(), &sdk, &macros)?;
+    write_plugin(plugin.path(), &sdk, &[(MACROS, &macros), (NAMES, &names)])?;
     let wasm = build_plugin(plugin.path(), &unpacked.join("target"))?;
     let toolhost = build_toolhost(root)?;
     call(&toolhost, &wasm, &unpacked.join("cache"))?;
     eprintln!("the packaged SDK builds a plugin outside the workspace, and its tool answers");
-    check_library(root, &target, &unpacked)?;
+    check_library(root, &target, &unpacked, &names)?;
     eprintln!("the packaged library compiles in an embedder outside the workspace");
     Ok(())
 }
@@ -100,12 +105,16 @@ const EMBEDDER_SOURCE: &str = r#"fn main() {
 "#;
 
 /// Packages the library (unverified), unpacks it, and checks an embedder
-/// crate outside the workspace that depends on it.
-fn check_library(root: &Path, target: &Path, unpacked: &Path) -> Result<()> {
+/// crate outside the workspace that depends on it and on `names`, the
+/// unpacked `toolhost-names`.
+fn check_library(root: &Path, target: &Path, unpacked: &Path, names: &Path) -> Result<()> {
     eprintln!("packaging {LIBRARY} (cargo package --no-verify)...");
+    // With `toolhost-names`, which is not on crates.io either: cargo
+    // resolves the library's dependency on it against this package.
     run_step(
         cargo()
-            .args(["package", "--allow-dirty", "--no-verify", "-p", LIBRARY])
+            .args(["package", "--allow-dirty", "--no-verify"])
+            .args(["-p", NAMES, "-p", LIBRARY])
             .current_dir(root),
     )?;
     let file = target
@@ -115,8 +124,10 @@ fn check_library(root: &Path, target: &Path, unpacked: &Path) -> Result<()> {
     let embedder = scratch("toolhost-embedder-")?;
     let manifest = format!(
         "[package]\nname = \"embedder\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\
-         publish = false\n\n[dependencies]\n{LIBRARY} = {{ path = {:?} }}\n",
-        path_str(&library)?
+         publish = false\n\n[dependencies]\n{LIBRARY} = {{ path = {:?} }}\n\n\
+         [patch.crates-io]\n{NAMES} = {{ path = {:?} }}\n",
+        path_str(&library)?,
+        path_str(names)?
     );
     fs::create_dir_all(embedder.path().join("src"))?;
     fs::write(embedder.path().join("Cargo.toml"), manifest)?;
@@ -136,15 +147,16 @@ fn check_library(root: &Path, target: &Path, unpacked: &Path) -> Result<()> {
     )
 }
 
-/// `cargo package` both crates, with verification; gives the `.crate` files
-/// in the order of `[SDK, MACROS]`.
-fn package(root: &Path, target: &Path) -> Result<[PathBuf; 2]> {
-    eprintln!("packaging {MACROS} and {SDK} (cargo package, verified)...");
+/// `cargo package` the SDK's crates, with verification; gives the `.crate`
+/// files in the order of `[SDK, MACROS, NAMES]`.
+fn package(root: &Path, target: &Path) -> Result<[PathBuf; 3]> {
+    eprintln!("packaging {NAMES}, {MACROS} and {SDK} (cargo package, verified)...");
     // `--allow-dirty`: this checks what the package contains and that it
     // builds, not that the work tree is ready to publish.
     run_step(
         cargo()
-            .args(["package", "--allow-dirty", "-p", MACROS, "-p", SDK])
+            .args(["package", "--allow-dirty"])
+            .args(["-p", NAMES, "-p", MACROS, "-p", SDK])
             .current_dir(root),
     )?;
     let crate_file = |name: &str| -> Result<PathBuf> {
@@ -156,7 +168,7 @@ fn package(root: &Path, target: &Path) -> Result<[PathBuf; 2]> {
         }
         Ok(file)
     };
-    Ok([crate_file(SDK)?, crate_file(MACROS)?])
+    Ok([crate_file(SDK)?, crate_file(MACROS)?, crate_file(NAMES)?])
 }
 
 /// The version of a workspace package (`cargo pkgid` ends with `@VERSION`,
@@ -201,11 +213,11 @@ fn unpack<const N: usize>(crates: &[PathBuf; N], dir: &Path) -> Result<[PathBuf;
     Ok(unpacked)
 }
 
-/// The plugin crate: the SDK by path, and the macros crate (which the
-/// packaged SDK names by version, as from crates.io) patched to the
-/// unpacked one.
-fn write_plugin(dir: &Path, sdk: &Path, macros: &Path) -> Result<()> {
-    let manifest = format!(
+/// The plugin crate: the SDK by path, and the crates the packaged SDK names
+/// by version, as from crates.io (`patches`: name, unpacked directory)
+/// patched to the unpacked ones.
+fn write_plugin(dir: &Path, sdk: &Path, patches: &[(&str, &Path)]) -> Result<()> {
+    let mut manifest = format!(
         r#"[package]
 name = "{PLUGIN}"
 version = "0.0.0"
@@ -219,11 +231,12 @@ crate-type = ["cdylib"]
 toolhost-sdk = {{ path = {sdk:?} }}
 
 [patch.crates-io]
-toolhost-sdk-macros = {{ path = {macros:?} }}
 "#,
         sdk = path_str(sdk)?,
-        macros = path_str(macros)?,
     );
+    for (name, path) in patches {
+        manifest.push_str(&format!("{name} = {{ path = {:?} }}\n", path_str(path)?));
+    }
     fs::create_dir_all(dir.join("src"))?;
     fs::write(dir.join("Cargo.toml"), manifest)?;
     fs::write(dir.join("src/lib.rs"), PLUGIN_SOURCE)?;

@@ -1,41 +1,18 @@
 //! Tool names, checked at compile time by the rules the host applies when
-//! the plugin registers its tools (every character outside `[A-Za-z0-9_-]`
-//! becomes `_`; the result is 1-64 characters and not `execute`), so a bad
-//! name fails the build instead of the plugin's activation.
+//! the plugin registers its tools (`toolhost-names`, which both use), so a
+//! bad name fails the build instead of the plugin's activation.
 
-/// The longest name the host accepts, in characters after normalization.
-const MAX_LEN: usize = 64;
+use toolhost_names::{NameError, RESERVED_NAME, normalize_name};
 
-/// The name Code Mode reserves.
-const RESERVED: &str = "execute";
-
-/// Why the host would refuse `name`, or `None` if it accepts it.
+/// Why the host would refuse `name`, or `None` if it accepts it: the host's
+/// own words, with the attribute to use where renaming is the fix.
 pub(crate) fn problem(name: &str) -> Option<String> {
-    let normalized: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let len = normalized.chars().count();
-    if len == 0 {
-        Some(format!(
-            "the tool name is empty; give the tool a name of 1-{MAX_LEN} characters from [A-Za-z0-9_-]"
-        ))
-    } else if len > MAX_LEN {
-        Some(format!(
-            "the tool name `{name}` is {len} characters long; shorten it to at most {MAX_LEN}"
-        ))
-    } else if normalized == RESERVED {
-        Some(format!(
-            "the tool name `{RESERVED}` is reserved for Code Mode; pick another with #[tool(name = \"...\")]"
-        ))
-    } else {
-        None
+    match normalize_name(name) {
+        Ok(_) => None,
+        Err(NameError::Reserved) => Some(format!(
+            "the tool name `{RESERVED_NAME}` is reserved for Code Mode; pick another with #[tool(name = \"...\")]"
+        )),
+        Err(other) => Some(format!("the {other}")),
     }
 }
 
@@ -54,6 +31,6 @@ mod tests {
     fn names_the_host_refuses_are_explained() {
         assert!(problem("").unwrap().contains("empty"));
         assert!(problem(&"é".repeat(65)).unwrap().contains("65 characters"));
-        assert!(problem("execute").unwrap().contains("reserved"));
+        assert!(problem("execute").unwrap().contains("#[tool(name = "));
     }
 }

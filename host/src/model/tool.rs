@@ -11,11 +11,9 @@ use crate::model::execution::Executor;
 use crate::model::plugin::PluginInfo;
 use crate::model::schema::Schema;
 
-/// The longest effective tool name providers accept.
-pub const MAX_NAME_LEN: usize = 64;
-
-/// The name reserved for Code Mode.
-pub const RESERVED_NAME: &str = "execute";
+// The name rules (R1) live in a crate of their own, which the SDK's macros
+// apply at compile time too.
+pub use toolhost_names::{MAX_NAME_LEN, NameError, RESERVED_NAME, normalize_name};
 
 /// A tool: a description, input and optional output schema, and exactly one
 /// way to execute. Cheap to clone; registries capture it by value.
@@ -169,48 +167,6 @@ impl Tool {
     }
 }
 
-/// Why a name cannot become an effective tool name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum NameError {
-    /// Empty after normalization.
-    #[error(
-        "tool name is empty; give the tool a name of 1-{MAX_NAME_LEN} characters from [A-Za-z0-9_-]"
-    )]
-    Empty,
-    /// Longer than [`MAX_NAME_LEN`].
-    #[error("tool name `{0}` is {1} characters long; shorten it to at most {MAX_NAME_LEN}")]
-    TooLong(String, usize),
-    /// The reserved name.
-    #[error("tool name `{RESERVED_NAME}` is reserved for Code Mode; pick another name")]
-    Reserved,
-}
-
-/// Normalizes an authored name into the effective model-facing name (R1):
-/// every character outside `[A-Za-z0-9_-]` becomes `_`.
-pub fn normalize_name(authored: &str) -> Result<String, NameError> {
-    let name: String = authored
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let len = name.chars().count();
-    if len == 0 {
-        Err(NameError::Empty)
-    } else if len > MAX_NAME_LEN {
-        Err(NameError::TooLong(name, len))
-    } else if name == RESERVED_NAME {
-        Err(NameError::Reserved)
-    } else {
-        Ok(name)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -230,6 +186,7 @@ mod tests {
                 Err(NameError::Empty) => prop_assert!(name.is_empty()),
                 Err(NameError::TooLong(_, len)) => prop_assert!(len > MAX_NAME_LEN),
                 Err(NameError::Reserved) => prop_assert_eq!(name, RESERVED_NAME),
+                Err(other) => prop_assert!(false, "a NameError this test does not know: {other}"),
             }
         }
     }
