@@ -16,7 +16,7 @@ include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 /// The plugin world, written into projects whose toolchain generates bindings
 /// from WIT: the copy this CLI was built with, so a new project targets
 /// exactly the world this host runs.
-const WIT: &str = include_str!("../../wit/world.wit");
+const WIT: &str = include_str!("../../wit/v0.1/world.wit");
 
 /// Where the WIT goes in such a project (its build script reads it there).
 const WIT_PATH: &str = "wit/world.wit";

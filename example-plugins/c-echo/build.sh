@@ -15,7 +15,7 @@
 # and `wasm-tools component new` makes it a component. The plugin uses no
 # WASI function (only malloc and string functions, which import nothing), so
 # no WASI 0.1 adapter is needed and the component imports only the world's
-# interfaces. Bindings are generated from the repository's wit/ into a
+# interfaces. Bindings are generated from the repository's wit/v0.1 into a
 # scratch directory each time, so they always match the WIT world.
 set -euo pipefail
 
@@ -24,7 +24,7 @@ if [ $# -ne 1 ]; then
     exit 2
 fi
 here="$(cd "$(dirname "$0")" && pwd)"
-wit="$here/../../wit"
+wit="$here/../../wit/v0.1"
 mkdir -p "$1"
 out="$(cd "$1" && pwd)"
 scratch="$(mktemp -d)"

@@ -2,7 +2,7 @@
  * Example Toolhost plugin in C: one tool, `c_echo`, that repeats a message.
  *
  * Built against bindings that `wit-bindgen c` generates from the
- * repository's wit/ at build time (see build.sh); there is no SDK. The
+ * repository's wit/v0.1 at build time (see build.sh); there is no SDK. The
  * world's `plugin` export is implemented by the two functions at the end.
  *
  * Ownership, as wit-bindgen's C bindings define it: arguments of an exported

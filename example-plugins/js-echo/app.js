@@ -2,7 +2,7 @@
 // `js_fetch` GETs a URL with fetch() and returns its JSON body.
 //
 // Built with componentize-js (StarlingMonkey) or jco's QuickJS backend
-// against the repository's wit/ (see build.sh). There is no SDK: the module
+// against the repository's wit/v0.1 (see build.sh). There is no SDK: the module
 // imports the world's interfaces by their WIT names and exports `plugin`.
 
 import { register } from "toolhost:plugin/registry@0.1.0";

@@ -23,7 +23,7 @@ if [ $# -lt 1 ] || [ $# -gt 2 ]; then
     exit 2
 fi
 here="$(cd "$(dirname "$0")" && pwd)"
-wit="$here/../../wit"
+wit="$here/../../wit/v0.1"
 engine="${2:-starlingmonkey}"
 mkdir -p "$1"
 out="$(cd "$1" && pwd)"

@@ -4,7 +4,7 @@
 #   example-plugins/python-echo/build.sh OUT_DIR
 #
 # Needs componentize-py (`pip install componentize-py`). Bindings are
-# generated from the repository's wit/ into a scratch directory each time,
+# generated from the repository's wit/v0.1 into a scratch directory each time,
 # so they always match the WIT world; app.py is built from a copy there, so
 # the build leaves no __pycache__ in the source tree.
 set -euo pipefail
@@ -14,7 +14,7 @@ if [ $# -ne 1 ]; then
     exit 2
 fi
 here="$(cd "$(dirname "$0")" && pwd)"
-wit="$here/../../wit"
+wit="$here/../../wit/v0.1"
 mkdir -p "$1"
 out="$(cd "$1" && pwd)"
 bindings="$(mktemp -d)"

@@ -166,7 +166,7 @@ pub mod prelude {
 #[allow(missing_docs)] // generated from the documented WIT
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "wit",
+        path: "wit/v0.1",
         world: "tool-plugin",
         // `plugin!` expands the export macro inside the plugin crate, so it
         // must be reachable from there.

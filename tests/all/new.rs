@@ -156,7 +156,7 @@ fn new_fills_an_empty_directory_given_with_dir() {
 
 #[test]
 fn new_writes_every_template_complete_with_placeholders_filled() {
-    let wit = fs::read_to_string(repo_root().join("wit/world.wit")).unwrap();
+    let wit = fs::read_to_string(repo_root().join("wit/v0.1/world.wit")).unwrap();
     for lang in LANGS {
         let cwd = tempfile::tempdir().unwrap();
         let (code, stdout, stderr) = new(&["my-tools", "--lang", lang], cwd.path());

@@ -8,11 +8,11 @@ use std::path::Path;
 use wasmparser::{CanonicalFunction as Canon, CanonicalOption, Parser, Payload};
 
 use crate::error::{LoadError, Unsupported};
-use crate::wasm::bindings::{WIT_PACKAGE, WIT_VERSION};
+use crate::wasm::bindings::{KEPT, WIT_PACKAGE, WIT_VERSION};
 
 /// Every interface the linker provides (see `imports::add_to_linker`), as
 /// `package/interface`; any 0.2.x version of a WASI interface links, and any
-/// 0.1.x version of ours. A test checks each one links.
+/// kept version of ours. A test checks each one links.
 pub(crate) const LINKED: &[&str] = &[
     "wasi:cli/environment",
     "wasi:cli/exit",
@@ -69,13 +69,14 @@ struct Needs {
 }
 
 /// Refuses, before compiling, a component that needs what the host does not
-/// provide, or that is not built for this version of the plugin world.
+/// provide, or that is not built for a version of the plugin world the host
+/// keeps.
 pub(crate) fn preflight(path: &Path, wasm: &[u8]) -> Result<(), LoadError> {
     let needs = scan(wasm).map_err(|e| LoadError::Invalid {
         path: path.to_owned(),
         reason: e.to_string(),
     })?;
-    check_versions(path, &needs)?;
+    check_version(path, &needs)?;
     let mut unsupported: Vec<Unsupported> =
         needs.imports.iter().filter_map(|i| classify(i)).collect();
     unsupported.extend(needs.async_abi.iter().map(|b| Unsupported::AsyncAbi(b)));
@@ -199,27 +200,32 @@ fn classify(import: &str) -> Option<Unsupported> {
     })
 }
 
-/// Every `toolhost:plugin` interface, imported or exported, must be a 0.1.x
-/// version: checked first, so an old or future plugin gets that message.
-fn check_versions(path: &Path, needs: &Needs) -> Result<(), LoadError> {
-    let major_minor = WIT_VERSION
-        .rsplit_once('.')
-        .map_or(WIT_VERSION, |(mm, _)| mm);
+/// Every `toolhost:plugin` interface, imported or exported, must be of one
+/// kept version (its major.minor): checked first, so an old or future
+/// plugin, or one mixing versions, gets that message.
+fn check_version(path: &Path, needs: &Needs) -> Result<(), LoadError> {
     let prefix = format!("{WIT_PACKAGE}/");
+    let mut built_for = None;
     for name in needs.imports.iter().chain(&needs.exports) {
         let Some(rest) = name.strip_prefix(&prefix) else {
             continue;
         };
         let version = rest.split_once('@').map_or("", |(_, v)| v);
-        let compatible = version
-            .strip_prefix(major_minor)
-            .is_some_and(|rest| rest.starts_with('.'));
-        if !compatible {
-            return Err(LoadError::IncompatibleVersion {
-                path: path.to_owned(),
-                found: name.clone(),
-                expected: WIT_VERSION,
-            });
+        let kept = KEPT.iter().copied().find(|kept| {
+            version
+                .strip_prefix(kept)
+                .is_some_and(|patch| patch.starts_with('.'))
+        });
+        match (kept, built_for) {
+            (Some(kept), None) => built_for = Some(kept),
+            (Some(kept), Some(first)) if kept == first => {}
+            _ => {
+                return Err(LoadError::IncompatibleVersion {
+                    path: path.to_owned(),
+                    found: name.clone(),
+                    expected: WIT_VERSION,
+                });
+            }
         }
     }
     Ok(())
@@ -289,7 +295,7 @@ mod tests {
         crate::wasm::imports::add_to_linker(&mut linker).unwrap();
         for interface in LINKED {
             let major_minor = if interface.starts_with(WIT_PACKAGE) {
-                "0.1"
+                KEPT[0]
             } else {
                 "0.2"
             };
@@ -307,6 +313,49 @@ mod tests {
                 Some(Unsupported::WasiInterface(_))
             ));
         }
+    }
+
+    /// What [`check_version`] says of a plugin exporting `plugin` and
+    /// importing `imports`.
+    fn version_check(plugin: &str, imports: &[&str]) -> Result<(), String> {
+        let needs = Needs {
+            imports: imports.iter().map(|i| i.to_string()).collect(),
+            exports: vec![plugin.to_owned()],
+            async_abi: Vec::new(),
+        };
+        check_version(Path::new("p.wasm"), &needs).map_err(|e| match e {
+            LoadError::IncompatibleVersion { found, .. } => found,
+            other => panic!("{other:?}"),
+        })
+    }
+
+    #[test]
+    fn each_kept_version_loads_and_others_are_refused_naming_the_interface() {
+        for kept in KEPT {
+            let plugin = format!("toolhost:plugin/plugin@{kept}.0");
+            let call = format!("toolhost:plugin/call@{kept}.3");
+            assert_eq!(
+                version_check(&plugin, &[&call, "wasi:io/streams@0.2.3"]),
+                Ok(())
+            );
+        }
+        let unknown = [
+            "toolhost:plugin/plugin@0.0.1",
+            "toolhost:plugin/plugin@9.1.0",
+        ];
+        for plugin in unknown {
+            assert_eq!(version_check(plugin, &[]), Err(plugin.to_owned()));
+        }
+        // `0.10` is not `0.1`; no version is no version.
+        for plugin in ["toolhost:plugin/plugin@0.10.0", "toolhost:plugin/plugin"] {
+            assert_eq!(version_check(plugin, &[]), Err(plugin.to_owned()));
+        }
+        // One plugin, one world: an interface of another version is refused.
+        let mixed = "toolhost:plugin/call@9.9.0";
+        assert_eq!(
+            version_check("toolhost:plugin/plugin@0.1.0", &[mixed]),
+            Err(mixed.to_owned())
+        );
     }
 
     #[test]
