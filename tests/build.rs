@@ -42,6 +42,10 @@ const PLUGINS: &[(&str, &str)] = &[
         "hostile",
         "hostile: oversized registrations, messages, content, outputs and handles.",
     ),
+    (
+        "wit_v0_1",
+        "Built against wit/v0.1 directly: every function and type of toolhost:plugin@0.1.0.",
+    ),
 ];
 
 fn main() {

@@ -27,3 +27,4 @@ mod registry;
 mod sessions;
 mod settlement;
 mod stdio;
+mod wit_versions;
