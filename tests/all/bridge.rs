@@ -14,14 +14,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolhost::config::McpServerConfig;
-use toolhost::events::{EventSink, ProgressEvent, SinkFuture};
 use toolhost::outcome::{Culprit, DefectKind, ErrorKind};
 use toolhost::permission::{Approver, Effect, PermissionRequest, Reply, Rule, Rules};
 use toolhost::registry::Level;
-use toolhost::{
-    Call, ContentPart, Interruption, Outcome, Settlement, Snapshot, Tool, ToolResponse,
-};
-use toolhost_tests::{builder, context, settle};
+use toolhost::{Call, ContentPart, Interruption, Outcome, Snapshot, Tool, ToolResponse};
+use toolhost_tests::{Recorder, builder, context, eventually, names, settle, texts, within};
 
 use crate::TEXT_TOOLS;
 
@@ -61,37 +58,6 @@ fn received(dir: &Path) -> Vec<String> {
 /// Allows every bridged call without asking.
 fn allow_mcp() -> Rules {
     Rules(vec![Rule::new("mcp", "*", Effect::Allow)])
-}
-
-fn text_of(s: &Settlement) -> Vec<String> {
-    match &s.outcome {
-        Outcome::Completed(c) => c
-            .content
-            .iter()
-            .map(|p| match p {
-                ContentPart::Text { text } => text.clone(),
-                ContentPart::Media { mime_type, .. } => format!("<{mime_type}>"),
-            })
-            .collect(),
-        other => panic!("expected completed, got {other:?}"),
-    }
-}
-
-fn names(snapshot: &Snapshot) -> Vec<String> {
-    snapshot
-        .definitions()
-        .iter()
-        .map(|d| d.name.clone())
-        .collect()
-}
-
-/// Polls `condition` every 20 ms for up to 10 s.
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while !condition() {
-        assert!(Instant::now() < until, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The scripted server (configured by `configure`) connected to a host
@@ -168,7 +134,7 @@ async fn r33_a_servers_tools_are_one_registration_settled_through_the_pipeline()
         ]
     );
     let s = settle(&snapshot, "scripted_count", json!({"label": "a"})).await;
-    assert_eq!(text_of(&s), ["call 1"]);
+    assert_eq!(texts(&s), ["call 1"]);
     assert_eq!(s.usage.fuel_used, 0);
     assert!(
         s.warnings.iter().any(|w| w.contains("not metered")),
@@ -267,23 +233,11 @@ async fn r33_each_bridged_call_needs_permission_mcp_before_anything_is_sent() {
     );
 }
 
-#[derive(Default)]
-struct Progress(Mutex<Vec<ProgressEvent>>);
-
-impl EventSink for Progress {
-    fn progress(&self, event: &ProgressEvent) {
-        self.0.lock().unwrap().push(event.clone());
-    }
-    fn outcome<'a>(&'a self, _: &'a Settlement) -> SinkFuture<'a> {
-        Box::pin(std::future::ready(Ok(())))
-    }
-}
-
 #[tokio::test]
 async fn r33_server_progress_is_the_calls_progress_and_cancelling_tells_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let outputs = tempfile::tempdir().unwrap();
-    let sink = Arc::new(Progress::default());
+    let sink = Arc::new(Recorder::default());
     let host = builder(&outputs)
         .rules(allow_mcp())
         .event_sink(sink.clone())
@@ -294,14 +248,8 @@ async fn r33_server_progress_is_the_calls_progress_and_cancelling_tells_the_serv
     let snapshot = location.snapshot();
 
     let s = settle(&snapshot, "scripted_progress", json!({})).await;
-    assert_eq!(text_of(&s), ["done"]);
-    let updates: Vec<Value> = sink
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|e| e.update.clone())
-        .collect();
+    assert_eq!(texts(&s), ["done"]);
+    let updates: Vec<Value> = sink.progress().iter().map(|e| e.update.clone()).collect();
     assert_eq!(
         updates,
         [
@@ -360,7 +308,7 @@ async fn r33_a_server_that_crashes_mid_call_fails_it_closes_its_tools_and_comes_
     } = &bridged("/bridge-crash", |_| {}).await;
     let snapshot = location.snapshot();
     assert_eq!(
-        text_of(&settle(&snapshot, "scripted_count", json!({})).await),
+        texts(&settle(&snapshot, "scripted_count", json!({})).await),
         ["call 1"]
     );
 
@@ -392,7 +340,7 @@ async fn r33_a_server_that_crashes_mid_call_fails_it_closes_its_tools_and_comes_
     .await;
     assert!(connection.is_connected());
     let s = settle(&location.snapshot(), "scripted_count", json!({})).await;
-    assert_eq!(text_of(&s), ["call 1"], "the new process counts afresh");
+    assert_eq!(texts(&s), ["call 1"], "the new process counts afresh");
 }
 
 #[tokio::test]
@@ -400,7 +348,7 @@ async fn r33_a_changed_tool_list_swaps_the_registration_without_a_gap() {
     let Bridged { location, .. } = &bridged("/bridge-changed", |_| {}).await;
     let before = location.catalog()[0].registration;
     assert_eq!(
-        text_of(&settle(&location.snapshot(), "scripted_grow", json!({})).await),
+        texts(&settle(&location.snapshot(), "scripted_grow", json!({})).await),
         ["grown"]
     );
     eventually("extra is listed", || {
@@ -414,7 +362,7 @@ async fn r33_a_changed_tool_list_swaps_the_registration_without_a_gap() {
     assert_eq!(catalog.len(), 5, "the old registration closed: {catalog:?}");
     assert!(catalog.iter().all(|e| e.registration > before));
     let s = settle(&location.snapshot(), "scripted_extra", json!({})).await;
-    assert_eq!(text_of(&s), ["extra"]);
+    assert_eq!(texts(&s), ["extra"]);
 }
 
 #[tokio::test]
@@ -439,12 +387,12 @@ async fn r33_bridged_tools_shadow_and_reveal_like_any_registration() {
     let connection = location.connect_mcp(scripted(dir.path())).await.unwrap();
     // Latest wins (R3).
     let s = settle(&location.snapshot(), "scripted_count", json!({})).await;
-    assert_eq!(text_of(&s), ["call 1"]);
+    assert_eq!(texts(&s), ["call 1"]);
     // Closing the connection reveals the earlier registration (R4, R7).
     let kept = location.snapshot();
     drop(connection);
     let s = settle(&location.snapshot(), "scripted_count", json!({})).await;
-    assert_eq!(text_of(&s), ["native"]);
+    assert_eq!(texts(&s), ["native"]);
     // A snapshot taken before keeps its captured tool (R6); the server is
     // gone, so the call fails naming it rather than hanging.
     let s = settle(&kept, "scripted_count", json!({})).await;
@@ -744,7 +692,7 @@ async fn r33_a_server_is_bridged_over_https_trusting_the_hosts_certificates() {
         json!({"message": "over tls"}),
     )
     .await;
-    assert_eq!(text_of(&s), ["over tls"]);
+    assert_eq!(texts(&s), ["over tls"]);
 }
 
 /// Splits `http://HOST:PORT/PATH` for the proxy.
@@ -790,9 +738,9 @@ async fn r33_serve_is_a_gateway_for_plugins_and_bridged_servers_under_one_event_
         "{listed:?}"
     );
     let s = settle(&snapshot, "gateway_echo", json!({"message": "wasm"})).await;
-    assert_eq!(text_of(&s), ["wasm"]);
+    assert_eq!(texts(&s), ["wasm"]);
     let s = settle(&snapshot, "gateway_scripted_count", json!({})).await;
-    assert_eq!(text_of(&s), ["call 1"]);
+    assert_eq!(texts(&s), ["call 1"]);
 
     let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
     let tools: Vec<String> = events
@@ -810,7 +758,7 @@ async fn r33_serve_is_a_gateway_for_plugins_and_bridged_servers_under_one_event_
     // A change of the bridged server's tools reaches the gateway's clients:
     // `grow` adds `extra` inner, and the outer bridge re-lists.
     let s = settle(&snapshot, "gateway_scripted_grow", json!({})).await;
-    assert_eq!(text_of(&s), ["grown"]);
+    assert_eq!(texts(&s), ["grown"]);
     eventually("the outer host sees extra", || {
         names(&location.snapshot()).contains(&"gateway_scripted_extra".to_owned())
     })
@@ -855,7 +803,7 @@ async fn r35_serve_gives_each_mcp_session_its_own_per_session_server() {
     }
     let count = |location: &toolhost::Location| {
         let snapshot = location.snapshot();
-        async move { text_of(&settle(&snapshot, "g_scripted_count", json!({})).await) }
+        async move { texts(&settle(&snapshot, "g_scripted_count", json!({})).await) }
     };
     assert_eq!(count(&a).await, ["call 1"]);
     assert_eq!(count(&a).await, ["call 2"]);
@@ -875,40 +823,65 @@ async fn r35_serve_gives_each_mcp_session_its_own_per_session_server() {
 async fn r35_a_slow_per_session_server_delays_only_its_own_session() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = scripted_manifest(dir.path());
+    // Each session's server answers `initialize` only while the gate file
+    // exists: the test decides when a server has started.
+    let gate = dir.path().join("gate");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let text = text.replace(
         "env = { ",
-        "per_session = true\nenv = { START_DELAY = \"3\", CRASH_ON = \"99\", ",
+        &format!("per_session = true\nenv = {{ START_GATE = {gate:?}, CRASH_ON = \"99\", "),
     );
     std::fs::write(&manifest, text).unwrap();
     let served = serve(dir.path(), &[TEXT_TOOLS, &manifest], &["--yes"]);
     let outputs = tempfile::tempdir().unwrap();
     let host = builder(&outputs).rules(allow_mcp()).build().unwrap();
+    let initialized = || {
+        received(dir.path())
+            .iter()
+            .filter(|m| *m == "initialize")
+            .count()
+    };
+    // Session a's server starts through the open gate...
+    std::fs::write(&gate, "").unwrap();
     let a = host.location("/a");
     let _to_a = a
         .connect_mcp(McpServerConfig::http("g", served.url.clone()))
         .await
         .unwrap();
-    // Session b's first request starts its server, which takes 3 s...
+    eventually("session a's server to list its tools", || {
+        received(dir.path()).contains(&"tools/list".to_owned())
+    })
+    .await;
+    std::fs::remove_file(&gate).unwrap();
+    // ...and session b's first request starts a server that waits at the
+    // closed gate for as long as the test keeps it closed...
     let b = host.location("/b");
     let url = served.url.clone();
     let joining = tokio::spawn(async move {
         let connection = b.connect_mcp(McpServerConfig::http("g", url)).await;
         (b, connection)
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // ...while session a's calls go on at their usual speed.
-    let started = Instant::now();
-    let s = settle(&a.snapshot(), "g_echo", json!({"message": "meanwhile"})).await;
-    assert_eq!(text_of(&s), ["meanwhile"]);
+    eventually("session b's server to be asked to initialize", || {
+        initialized() == 2
+    })
+    .await;
+    // ...while session a's calls go on: one completes before b can join.
+    let s = within(
+        "session a's call",
+        settle(&a.snapshot(), "g_echo", json!({"message": "meanwhile"})),
+    )
+    .await;
+    assert_eq!(texts(&s), ["meanwhile"]);
     assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "session a waited for session b's server: {:?}",
-        started.elapsed()
+        !joining.is_finished(),
+        "session b joined before its server started"
     );
-    let (b, connection) = joining.await.unwrap();
+    // Opening the gate lets session b's server answer, and b joins.
+    std::fs::write(&gate, "").unwrap();
+    let (b, connection) = within("session b to join", joining).await.unwrap();
     let _to_b = connection.unwrap();
     assert!(names(&b.snapshot()).contains(&"g_scripted_count".to_owned()));
+    assert_eq!(initialized(), 2, "one server process per session");
 }
 
 /// `@modelcontextprotocol/server-everything` as `example-plugins/mcp-everything`
@@ -957,9 +930,9 @@ async fn r33_server_everything_tools_are_listed_and_called() {
     }
     // The manifest's rule allows its calls.
     let s = settle(&snapshot, "everything_echo", json!({"message": "hi"})).await;
-    assert_eq!(text_of(&s), ["Echo: hi"]);
+    assert_eq!(texts(&s), ["Echo: hi"]);
     let s = settle(&snapshot, "everything_get-sum", json!({"a": 2, "b": 3})).await;
-    assert!(text_of(&s)[0].contains('5'), "{:?}", text_of(&s));
+    assert!(texts(&s)[0].contains('5'), "{:?}", texts(&s));
 
     // Structured output, checked against the server's output schema.
     let definition = snapshot
@@ -987,9 +960,9 @@ async fn r33_server_everything_tools_are_listed_and_called() {
     // An image is a media part.
     let s = settle(&snapshot, "everything_get-tiny-image", json!({})).await;
     assert!(
-        text_of(&s).contains(&"<image/png>".to_owned()),
+        texts(&s).contains(&"<image/png>".to_owned()),
         "{:?}",
-        text_of(&s)
+        texts(&s)
     );
 }
 
@@ -997,7 +970,7 @@ async fn r33_server_everything_tools_are_listed_and_called() {
 #[ignore = "needs Node and `npm ci` in example-plugins/mcp-everything; cargo xtask test runs it"]
 async fn r33_server_everything_progress_then_cancel_mid_way() {
     let outputs = tempfile::tempdir().unwrap();
-    let sink = Arc::new(Progress::default());
+    let sink = Arc::new(Recorder::default());
     let host = builder(&outputs).event_sink(sink.clone()).build().unwrap();
     let (location, _connection) = everything(&host).await;
     let cancel = CancellationToken::new();
@@ -1009,8 +982,9 @@ async fn r33_server_everything_progress_then_cancel_mid_way() {
     .with_cancel(cancel.clone());
     let snapshot = location.snapshot();
     let running = tokio::spawn(async move { snapshot.settle(call).await });
-    eventually("two progress updates", || sink.0.lock().unwrap().len() >= 2).await;
-    let first = sink.0.lock().unwrap()[0].update.clone();
+    sink.until("two progress updates", |r| r.progress.len() >= 2)
+        .await;
+    let first = sink.progress()[0].update.clone();
     assert_eq!(first["total"], json!(20.0), "{first}");
     cancel.cancel();
     let s = running.await.unwrap();

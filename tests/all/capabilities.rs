@@ -11,29 +11,8 @@ use toolhost::config::PluginOptions;
 use toolhost::config::{DirGrant, EnvGrant, Grants};
 use toolhost::limits::MAX_CAPTURED_BYTES;
 use toolhost::permission::{Approver, Effect, PermissionRequest, Reply, Rule, Rules};
-use toolhost::{Call, ContentPart, Outcome, Settlement, Snapshot};
-use toolhost_tests::{builder, context, host, load, settle};
-
-fn content(s: &Settlement) -> String {
-    match &s.outcome {
-        Outcome::Completed(c) => c
-            .content
-            .iter()
-            .filter_map(|p| match p {
-                ContentPart::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect(),
-        other => panic!("expected completed, got {other:?}"),
-    }
-}
-
-fn error_message(s: &Settlement) -> String {
-    match &s.outcome {
-        Outcome::Error { message, .. } => message.clone(),
-        other => panic!("expected a tool error, got {other:?}"),
-    }
-}
+use toolhost::{Call, Outcome, Settlement, Snapshot};
+use toolhost_tests::{builder, context, error_message, host, load, settle, text};
 
 /// A workspace with a file inside, a secret outside, and a symlink out.
 struct Sandbox {
@@ -105,7 +84,7 @@ async fn r25_nothing_is_granted_by_default_and_stdio_is_captured() {
         json!({"stdout": "to stdout", "stderr": "to stderr"}),
     )
     .await;
-    assert_eq!(content(&s), "printed");
+    assert_eq!(text(&s), "printed");
     assert_eq!(s.logs.stdout, "to stdout");
     assert_eq!(s.logs.stderr, "to stderr");
     // ...and bounded: a flood is cut, counted, and the call still completes.
@@ -115,7 +94,7 @@ async fn r25_nothing_is_granted_by_default_and_stdio_is_captured() {
         json!({"stdout": "x".repeat(1000), "stderr": "", "repeat": 1000}),
     )
     .await;
-    assert_eq!(content(&s), "printed");
+    assert_eq!(text(&s), "printed");
     assert_eq!(s.logs.stdout.len(), MAX_CAPTURED_BYTES);
     assert_eq!(s.logs.dropped_bytes, 1_000_000 - MAX_CAPTURED_BYTES as u64);
 }
@@ -173,14 +152,14 @@ async fn r26_a_read_only_grant_reads_inside_and_nothing_else() {
     let (snapshot, _a) = fs_snapshot(&host, grants, allow_edits).await;
 
     let s = settle(&snapshot, "read_file", json!({"path": "/data/notes.txt"})).await;
-    assert!(content(&s).contains("beta needle"));
+    assert!(text(&s).contains("beta needle"));
     let s = settle(
         &snapshot,
         "grep",
         json!({"pattern": "needle", "path": "/data"}),
     )
     .await;
-    assert!(content(&s).contains("needle"), "{}", content(&s));
+    assert!(text(&s).contains("needle"), "{}", text(&s));
 
     for hostile in [
         "/data/../secret.txt",

@@ -2,17 +2,16 @@
 //! component; the program's tool calls settle as child calls.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolhost::config::PluginOptions;
-use toolhost::events::{EventSink, SinkFuture};
 use toolhost::{
-    Budget, BudgetOverrides, Call, CancellationToken, Host, Interruption, Location, Outcome,
-    Settlement, Snapshot, Tool,
+    Budget, BudgetOverrides, Call, CancellationToken, ContentPart, Host, Interruption, Location,
+    Outcome, Settlement, Snapshot, Tool, ToolResponse,
 };
-use toolhost_tests::{builder, context, load};
+use toolhost_tests::{Recorder, builder, context, error_message, load, text};
 
 use crate::{CHAOS, INTERPRETER, TEXT_TOOLS};
 
@@ -66,31 +65,6 @@ async fn code_host(budget: Budget) -> CodeHost {
     }
 }
 
-/// Records every settled call.
-#[derive(Default)]
-struct Recorder(Mutex<Vec<Settlement>>);
-
-impl EventSink for Recorder {
-    fn outcome<'a>(&'a self, settlement: &'a Settlement) -> SinkFuture<'a> {
-        self.0.lock().unwrap().push(settlement.clone());
-        Box::pin(std::future::ready(Ok(())))
-    }
-}
-
-impl Recorder {
-    fn settled(&self) -> Vec<Settlement> {
-        self.0.lock().unwrap().clone()
-    }
-
-    /// The recorded settlements of `tool`, in order.
-    fn of(&self, tool: &str) -> Vec<Settlement> {
-        self.settled()
-            .into_iter()
-            .filter(|s| s.tool == tool)
-            .collect()
-    }
-}
-
 async fn run(snapshot: &Snapshot, code: &str) -> Settlement {
     snapshot
         .settle(Call::new(
@@ -101,34 +75,12 @@ async fn run(snapshot: &Snapshot, code: &str) -> Settlement {
         .await
 }
 
-fn text(settlement: &Settlement) -> String {
-    match &settlement.outcome {
-        Outcome::Completed(c) => c
-            .content
-            .iter()
-            .filter_map(|p| match p {
-                toolhost::ContentPart::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        other => panic!("expected completed, got {other:?}"),
-    }
-}
-
 fn assert_interrupted(settlement: &Settlement, reason: Interruption) {
     assert!(
         matches!(&settlement.outcome, Outcome::Interrupted { reason: r } if *r == reason),
         "expected interrupted ({reason}), got {:?}",
         settlement.outcome
     );
-}
-
-fn error_message(settlement: &Settlement) -> String {
-    match &settlement.outcome {
-        Outcome::Error { message, .. } => message.clone(),
-        other => panic!("expected an error, got {other:?}"),
-    }
 }
 
 #[tokio::test]
@@ -225,15 +177,17 @@ async fn r34_schema_violations_reach_the_model_with_pointer_paths() {
 async fn r34_unknown_tools_and_syntax_errors_are_model_visible() {
     let host = code_host(Budget::default()).await;
     let snapshot = host.location.snapshot();
-    let unknown = error_message(&run(&snapshot, "await tools.nope({});").await);
+    let unknown = error_message(&run(&snapshot, "await tools.nope({});").await).to_owned();
     assert!(unknown.contains("Unknown tool: nope"), "{unknown}");
     // `execute` cannot call itself.
-    let nested = error_message(&run(&snapshot, "await tools.execute({ code: '1' });").await);
+    let nested =
+        error_message(&run(&snapshot, "await tools.execute({ code: '1' });").await).to_owned();
     assert!(nested.contains("Unknown tool: execute"), "{nested}");
-    let syntax = error_message(&run(&snapshot, "const a = 1;\n  let x = ;\n").await);
+    let syntax = error_message(&run(&snapshot, "const a = 1;\n  let x = ;\n").await).to_owned();
     assert!(syntax.starts_with("SyntaxError"), "{syntax}");
     assert!(syntax.contains("(line 2, column"), "{syntax}");
-    let thrown = error_message(&run(&snapshot, "throw new TypeError('bad input');").await);
+    let thrown =
+        error_message(&run(&snapshot, "throw new TypeError('bad input');").await).to_owned();
     assert_eq!(thrown, "TypeError: bad input");
 }
 
@@ -279,16 +233,33 @@ async fn r34_cancelling_a_spinning_program_interrupts_it_promptly() {
         ..Budget::default()
     })
     .await;
+    // A native tool the program calls before it spins: once that call has
+    // settled, the program is running.
+    let about_to_spin = Tool::native("Says so", json!({"type": "object"}), None, |_, _| {
+        std::future::ready(Ok(ToolResponse {
+            content: Some(vec![ContentPart::text("spinning")]),
+            ..Default::default()
+        }))
+    })
+    .unwrap();
+    let _about_to_spin = host
+        .location
+        .register([("spinning", about_to_spin)])
+        .unwrap();
     let snapshot = host.location.snapshot();
     let cancel = CancellationToken::new();
     let call = Call::new(
         "execute",
-        json!({ "code": "while (true) {}" }).to_string(),
+        json!({ "code": "await tools.spinning({}); while (true) {}" }).to_string(),
         context("exec-1"),
     )
     .with_cancel(cancel.clone());
     let settle = tokio::spawn(async move { snapshot.settle(call).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    host.events
+        .until("the program to call `spinning`", |r| {
+            !r.of("spinning").is_empty()
+        })
+        .await;
     let cancelled = Instant::now();
     cancel.cancel();
     let settled = settle.await.unwrap();
@@ -676,7 +647,8 @@ async fn r34_bracket_nesting_is_bounded_before_the_parser_can_overflow() {
     let snapshot = host.location.snapshot();
     let nested = |depth: usize| format!("return {}1{};", "(".repeat(depth), ")".repeat(depth));
     assert_eq!(text(&run(&snapshot, &nested(64)).await), "1");
-    let refused = error_message(&run(&snapshot, &format!("\n{}", nested(100_000))).await);
+    let refused =
+        error_message(&run(&snapshot, &format!("\n{}", nested(100_000))).await).to_owned();
     assert!(
         refused.starts_with("SyntaxError: brackets nest more than 64 deep")
             && refused.ends_with("(line 2, column 72)"),

@@ -1,6 +1,7 @@
 //! Execution rules R20-R23 with the misbehaving `chaos` plugin: every
 //! failure stays in its kind, and a healthy call succeeds right after each.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::{CHAOS, TEXT_TOOLS};
@@ -11,7 +12,7 @@ use toolhost::{
     Budget, BudgetOverrides, Call, CancellationToken, Interruption, Limit, Outcome, Settlement,
     Snapshot,
 };
-use toolhost_tests::{builder, context, host, load, settle};
+use toolhost_tests::{Recorder, builder, context, host, load, settle, within};
 
 async fn chaos_snapshot(
     host: &toolhost::Host,
@@ -55,6 +56,17 @@ async fn call_with(
     snapshot
         .settle(Call::new(tool, input.to_string(), context(tool)).with_overrides(overrides))
         .await
+}
+
+/// A call of chaos's `busy`, which reports progress and then loops until
+/// stopped, and the recorder of its events: `recorder.started(id)` returns
+/// once the guest is running.
+fn busy(call_id: &str, overrides: BudgetOverrides) -> (Call, Arc<Recorder>) {
+    let events = Arc::new(Recorder::default());
+    let call = Call::new("busy", "{}", context(call_id))
+        .with_overrides(overrides)
+        .with_events(events.clone());
+    (call, events)
 }
 
 #[tokio::test]
@@ -160,12 +172,14 @@ async fn r22_cancellation_stops_an_infinite_loop_promptly() {
     let (host, _out) = host();
     let (snapshot, _a) = chaos_snapshot(&host, "r22").await;
     let token = CancellationToken::new();
-    let call = Call::new("spin_forever", "{}", context("spin")).with_cancel(token.clone());
+    let (call, events) = busy("spin", BudgetOverrides::default());
     let running = tokio::spawn({
         let snapshot = snapshot.clone();
+        let call = call.with_cancel(token.clone());
         async move { snapshot.settle(call).await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Cancelled once the guest says it is in its loop.
+    events.started("spin").await;
     let cancelled_at = Instant::now();
     token.cancel();
     let s = running.await.unwrap();
@@ -270,20 +284,35 @@ async fn r23_concurrency_limit_queues_calls_and_r31_the_wait_counts_against_the_
     let location = host.location("/r23-queue");
     let _a = load(&location, CHAOS).await;
     let snapshot = location.snapshot();
-    // With one slot, a spinning call holds it; a second call waits in line,
+    // With one slot, a running call holds it; a second call waits in line,
     // and its deadline runs while it waits: it ends at its deadline without
-    // ever running, not one deadline after it got the slot. The first
-    // call's deadline is well after the second's, so which one ends first
-    // does not depend on scheduling on a loaded machine.
-    let (a, b) = tokio::join!(
-        call_with(&snapshot, "spin_forever", json!({}), deadline(1000)),
-        async {
-            // Queued behind the first call, which takes the slot first.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            call_with(&snapshot, "spin_forever", json!({}), deadline(300)).await
+    // ever running, not one deadline after it got the slot. The first call
+    // has no deadline of its own: it holds the slot until it is cancelled,
+    // after the second has ended, so the order does not depend on
+    // scheduling on a loaded machine.
+    let stop_first = CancellationToken::new();
+    let (first, running) = busy("first", BudgetOverrides::default());
+    let queued = async {
+        // Queued behind the first call once it runs (it says so).
+        running.started("first").await;
+        let b = call_with(&snapshot, "spin_forever", json!({}), deadline(300)).await;
+        stop_first.cancel();
+        b
+    };
+    let (a, b) = within("the queued call to end at its deadline", async {
+        tokio::join!(
+            snapshot.settle(first.with_cancel(stop_first.clone())),
+            queued
+        )
+    })
+    .await;
+    assert_eq!(
+        a.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Cancelled
         },
+        "the first call held the slot until it was cancelled"
     );
-    assert_eq!(a.usage.tripped, Some(Limit::Deadline));
     assert_eq!(
         b.outcome,
         Outcome::Interrupted {
@@ -291,8 +320,8 @@ async fn r23_concurrency_limit_queues_calls_and_r31_the_wait_counts_against_the_
         }
     );
     assert!(a.usage.fuel_used > 0, "the first call ran");
-    // Had its deadline started only with a slot, it would have run (and
-    // burned fuel) once the first call let go of it.
+    // Had its deadline started only with a slot, it would not have ended
+    // while the first call held it (nor before running and burning fuel).
     assert_eq!(b.usage.fuel_used, 0, "the second call never got a slot");
     assert_eq!(b.usage.tripped, Some(Limit::Deadline));
 }
@@ -332,14 +361,28 @@ async fn a_full_instance_pool_is_a_host_fault_naming_the_setting() {
     let location = host.location("/pool");
     let _a = load(&location, CHAOS).await;
     let snapshot = location.snapshot();
-    let spin = call_with(&snapshot, "spin_forever", json!({}), deadline(2_000));
+    // The spinning call holds its slot until it is cancelled, after the
+    // second call has been refused.
+    let stop = CancellationToken::new();
+    let (spin, spinning) = busy("spin", BudgetOverrides::default());
     let blocked = async {
-        // Let the spinning call take its slot first.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        call_with(&snapshot, "spin_forever", json!({}), deadline(2_000)).await
+        // Once the spinning call runs (it says so), it holds its slot.
+        spinning.started("spin").await;
+        let s = call_with(&snapshot, "spin_forever", json!({}), deadline(2_000)).await;
+        stop.cancel();
+        s
     };
-    let (spun, s) = tokio::join!(spin, blocked);
-    assert_eq!(spun.usage.tripped, Some(Limit::Deadline));
+    let (spun, s) = within("the second call to be refused", async {
+        tokio::join!(snapshot.settle(spin.with_cancel(stop.clone())), blocked)
+    })
+    .await;
+    assert_eq!(
+        spun.outcome,
+        Outcome::Interrupted {
+            reason: Interruption::Cancelled
+        },
+        "the spinning call ran until it was cancelled"
+    );
     match &s.outcome {
         Outcome::Defect {
             message,

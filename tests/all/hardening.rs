@@ -15,12 +15,10 @@ use toolhost::limits::{
     MAX_MESSAGE_BYTES, MAX_PLUGIN_BYTES,
 };
 use toolhost::permission::{Approver, Effect, PermissionRequest, Reply, Rule, Rules};
-use toolhost::{
-    Activation, BudgetOverrides, Call, ContentPart, Error, Host, Outcome, Settlement, Snapshot,
-};
+use toolhost::{Activation, BudgetOverrides, Call, Error, Host, Outcome, Settlement, Snapshot};
 
 use crate::{BULK_OUTPUT, CHAOS, HOSTILE, TEXT_TOOLS};
-use toolhost_tests::{builder, context, host, load, settle};
+use toolhost_tests::{builder, context, host, load, settle, texts};
 
 /// Options that pick the hostile plugin's activation mode.
 fn mode(mode: &str) -> PluginOptions {
@@ -71,20 +69,6 @@ fn message(s: &Settlement) -> &str {
     match &s.outcome {
         Outcome::Error { message, .. } | Outcome::Defect { message, .. } => message,
         other => panic!("expected an error or a defect, got {other:?}"),
-    }
-}
-
-fn texts(s: &Settlement) -> Vec<&str> {
-    match &s.outcome {
-        Outcome::Completed(c) => c
-            .content
-            .iter()
-            .filter_map(|p| match p {
-                ContentPart::Text { text } => Some(text.as_str()),
-                ContentPart::Media { .. } => None,
-            })
-            .collect(),
-        other => panic!("expected completed, got {other:?}"),
     }
 }
 

@@ -9,13 +9,13 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use toolhost::config::{Grants, HttpLimits, PluginOptions};
-use toolhost::events::{EventSink, RequestEvent};
 use toolhost::permission::{Effect, Rule, Rules};
 use toolhost::{BudgetOverrides, Call, CancellationToken, Outcome, Settlement, Snapshot};
 
 use crate::HTTP_TOOLS;
-use toolhost_tests::{builder, context};
+use toolhost_tests::{Recorder, builder, context, error_message, within};
 
 /// What the test server answers.
 #[derive(Clone)]
@@ -35,6 +35,32 @@ pub(crate) struct Seen {
     pub(crate) requests: Mutex<Vec<String>>,
     /// Connections the client closed while the server was still waiting.
     closed_by_client: AtomicUsize,
+    /// Told of every change to the above.
+    changed: Notify,
+}
+
+impl Seen {
+    /// Says that what the server saw changed.
+    fn changed(&self) {
+        self.changed.notify_waiters();
+    }
+
+    /// Waits, within the tests' bound, until what the server saw satisfies
+    /// `done`: woken by each change, never by a clock.
+    async fn until(&self, what: &str, done: impl Fn(&Seen) -> bool) {
+        within(what, async {
+            loop {
+                let mut changed = std::pin::pin!(self.changed.notified());
+                // Listening before looking: a change in between still wakes.
+                changed.as_mut().enable();
+                if done(self) {
+                    return;
+                }
+                changed.await;
+            }
+        })
+        .await;
+    }
 }
 
 pub(crate) async fn serve(
@@ -48,6 +74,7 @@ pub(crate) async fn serve(
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             recorded.connections.fetch_add(1, Ordering::SeqCst);
+            recorded.changed();
             let (answer, seen, tls) = (answer.clone(), recorded.clone(), tls.clone());
             tokio::spawn(async move {
                 match tls {
@@ -83,6 +110,7 @@ async fn respond(mut stream: impl AsyncRead + AsyncWrite + Unpin, answer: Answer
         .unwrap_or_default()
         .to_owned();
     seen.requests.lock().unwrap().push(line);
+    seen.changed();
     let reply = |status: &str, extra: &str, body: &[u8]| {
         let mut r = format!(
             "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n",
@@ -121,24 +149,15 @@ async fn respond(mut stream: impl AsyncRead + AsyncWrite + Unpin, answer: Answer
             let mut rest = [0u8; 64];
             while stream.read(&mut rest).await.is_ok_and(|n| n > 0) {}
             seen.closed_by_client.fetch_add(1, Ordering::SeqCst);
+            seen.changed();
             Ok(())
         }
     };
 }
 
-/// Records audited requests.
-#[derive(Default)]
-struct Audit(Mutex<Vec<RequestEvent>>);
-
-impl EventSink for Audit {
-    fn request(&self, event: &RequestEvent) {
-        self.0.lock().unwrap().push(event.clone());
-    }
-}
-
 struct Setup {
     snapshot: Snapshot,
-    audit: Arc<Audit>,
+    audit: Arc<Recorder>,
     _keep: (toolhost::Activation, tempfile::TempDir),
 }
 
@@ -148,7 +167,7 @@ async fn http_tools(
     options: PluginOptions,
 ) -> Setup {
     let outputs = tempfile::tempdir().unwrap();
-    let audit = Arc::new(Audit::default());
+    let audit = Arc::new(Recorder::default());
     let host = host(builder(&outputs).event_sink(audit.clone()))
         .build()
         .unwrap();
@@ -177,13 +196,6 @@ async fn fetch(setup: &Setup, url: &str) -> Settlement {
     setup.snapshot.settle(call).await
 }
 
-fn failure(s: &Settlement) -> &str {
-    match &s.outcome {
-        Outcome::Error { message, .. } => message,
-        other => panic!("expected a tool failure, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn r36_a_granted_get_returns_the_body_and_is_audited_under_the_call() {
     let (addr, seen) = serve(Answer::Json(r#"{"answer": 42}"#), None).await;
@@ -206,7 +218,7 @@ async fn r36_a_granted_get_returns_the_body_and_is_audited_under_the_call() {
         seen.requests.lock().unwrap()[0],
         "GET /v1/answer?token=secret HTTP/1.1"
     );
-    let audit = setup.audit.0.lock().unwrap();
+    let audit = setup.audit.requests();
     assert_eq!(audit.len(), 1);
     let event = &audit[0];
     assert_eq!(event.context, context("fetch"));
@@ -256,9 +268,9 @@ async fn r36_https_works_with_a_private_ca_given_to_the_host() {
     let untrusted = http_tools(&[&format!("{origin}/*")], |b| b, PluginOptions::default()).await;
     let s = fetch(&untrusted, &format!("{origin}/")).await;
     assert!(
-        failure(&s).contains("Tls") || failure(&s).contains("TLS"),
+        error_message(&s).contains("Tls") || error_message(&s).contains("TLS"),
         "{}",
-        failure(&s)
+        error_message(&s)
     );
     let ca = ca_file.path().to_owned();
     let trusted = http_tools(
@@ -284,10 +296,14 @@ async fn r36_an_origin_not_granted_is_denied_before_any_connection() {
     )
     .await;
     let s = fetch(&setup, &format!("http://{addr}/")).await;
-    assert!(failure(&s).contains("HttpRequestDenied"), "{}", failure(&s));
+    assert!(
+        error_message(&s).contains("HttpRequestDenied"),
+        "{}",
+        error_message(&s)
+    );
     assert_eq!(seen.connections.load(Ordering::SeqCst), 0);
     assert_eq!(
-        setup.audit.0.lock().unwrap()[0].error.as_deref(),
+        setup.audit.requests()[0].error.as_deref(),
         Some("HttpRequestDenied")
     );
     // Rules still have their say within a granted origin.
@@ -304,7 +320,11 @@ async fn r36_an_origin_not_granted_is_denied_before_any_connection() {
     )
     .await;
     let s = fetch(&denied, &format!("http://{addr}/")).await;
-    assert!(failure(&s).contains("HttpRequestDenied"), "{}", failure(&s));
+    assert!(
+        error_message(&s).contains("HttpRequestDenied"),
+        "{}",
+        error_message(&s)
+    );
     assert_eq!(seen.connections.load(Ordering::SeqCst), 0);
 }
 
@@ -316,9 +336,9 @@ async fn r36_a_name_that_resolves_to_loopback_needs_a_grant_of_the_ip_or_localho
     let setup = http_tools(&[&format!("{sneaky}/*")], |b| b, PluginOptions::default()).await;
     let s = fetch(&setup, &format!("{sneaky}/")).await;
     assert!(
-        failure(&s).contains("DestinationIpProhibited"),
+        error_message(&s).contains("DestinationIpProhibited"),
         "{}",
-        failure(&s)
+        error_message(&s)
     );
     assert_eq!(seen.connections.load(Ordering::SeqCst), 0);
     let by_name = format!("http://localhost:{}", addr.port());
@@ -352,12 +372,12 @@ async fn r36_names_of_special_purpose_addresses_are_refused_before_connecting() 
     for (address, name) in names {
         let s = fetch(&setup, &format!("http://{name}:9/")).await;
         assert!(
-            failure(&s).contains("DestinationIpProhibited"),
+            error_message(&s).contains("DestinationIpProhibited"),
             "{address}: {}",
-            failure(&s)
+            error_message(&s)
         );
     }
-    let audit = setup.audit.0.lock().unwrap();
+    let audit = setup.audit.requests();
     assert_eq!(audit.len(), names.len());
     assert!(
         audit
@@ -398,9 +418,9 @@ async fn r36_a_response_over_its_cap_is_cut_off_with_a_clear_error() {
     let setup = http_tools(&[&format!("http://{addr}/*")], |b| b, options).await;
     let s = fetch(&setup, &format!("http://{addr}/")).await;
     assert!(
-        failure(&s).contains("body size exceeds limit: 1048576 bytes"),
+        error_message(&s).contains("body size exceeds limit: 1048576 bytes"),
         "{}",
-        failure(&s)
+        error_message(&s)
     );
     // Reading stopped at the cap, never the 50 MB. The count includes what
     // the HTTP client read ahead in its buffers (hyper's grow to ~400 KiB);
@@ -440,18 +460,17 @@ async fn r36_a_silent_server_is_ended_by_the_deadline_and_cancel_closes_the_conn
         let snapshot = setup.snapshot.clone();
         async move { snapshot.settle(call).await }
     });
-    while seen.connections.load(Ordering::SeqCst) < 2 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // The second connection is the cancelled call's: cancel once it is open.
+    seen.until("the call to connect", |seen| {
+        seen.connections.load(Ordering::SeqCst) == 2
+    })
+    .await;
     cancel.cancel();
     let s = running.await.unwrap();
     assert_eq!(s.outcome.status(), "interrupted");
     // The server sees both connections closed by the client.
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while seen.closed_by_client.load(Ordering::SeqCst) < 2 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    seen.until("the server to see both connections close", |seen| {
+        seen.closed_by_client.load(Ordering::SeqCst) == 2
     })
-    .await
-    .expect("the server saw the connections close");
+    .await;
 }

@@ -17,7 +17,7 @@ use serde_json::json;
 use toolhost::config::{Grants, PluginOptions};
 use toolhost::outcome::ErrorKind;
 use toolhost::{Call, ContentPart, Outcome, Settlement};
-use toolhost_tests::{builder, context, host, settle};
+use toolhost_tests::{builder, completed, context, host, names, settle};
 
 use crate::http::{Answer, serve};
 
@@ -64,23 +64,6 @@ fn js_echo(engine: &str) -> PathBuf {
     build("js-echo", &[engine], "Node 20.19+ and npm").join(file)
 }
 
-/// The tool names a loaded plugin registered.
-fn names(snapshot: &toolhost::Snapshot) -> Vec<String> {
-    snapshot
-        .definitions()
-        .iter()
-        .map(|d| d.name.clone())
-        .collect()
-}
-
-/// The output and content of a completed call; panics on any other outcome.
-fn completed(s: &Settlement) -> (&serde_json::Value, &[ContentPart]) {
-    match &s.outcome {
-        Outcome::Completed(c) => (c.output.as_ref().expect("an output"), &c.content),
-        other => panic!("expected completed, got {other:?}"),
-    }
-}
-
 /// The message of a tool failure; panics on any other outcome.
 fn tool_failure(s: &Settlement) -> &str {
     match &s.outcome {
@@ -91,10 +74,6 @@ fn tool_failure(s: &Settlement) -> &str {
         } => message,
         other => panic!("expected a tool failure, got {other:?}"),
     }
-}
-
-fn text(t: &str) -> ContentPart {
-    ContentPart::Text { text: t.into() }
 }
 
 #[tokio::test]
@@ -176,9 +155,9 @@ async fn a_javascript_plugin_on_starlingmonkey_registers_and_echoes() {
     let (snapshot, _keep) = load(&js_echo("starlingmonkey"), &PluginOptions::default()).await;
     assert_eq!(names(&snapshot), ["js_echo", "js_fetch"]);
     let s = settle(&snapshot, "js_echo", json!({"message": "from javascript"})).await;
-    let (output, content) = completed(&s);
-    assert_eq!(output, &json!({"message": "from javascript"}));
-    assert_eq!(content, [text("from javascript")]);
+    let c = completed(&s);
+    assert_eq!(c.output, Some(json!({"message": "from javascript"})));
+    assert_eq!(c.content, [ContentPart::text("from javascript")]);
     let s = settle(&snapshot, "js_echo", json!({})).await;
     assert_eq!(
         s.outcome.status(),
@@ -205,8 +184,10 @@ async fn a_javascript_plugin_fetches_from_a_granted_origin() {
     let (snapshot, _keep) = load(&js_echo("starlingmonkey"), &options).await;
     let url = format!("http://{addr}/zen.json");
     let s = settle(&snapshot, "js_fetch", json!({ "url": url })).await;
-    let (output, _) = completed(&s);
-    assert_eq!(output, &json!({"zen": "Keep it logically awesome."}));
+    assert_eq!(
+        completed(&s).output,
+        Some(json!({"zen": "Keep it logically awesome."}))
+    );
     assert_eq!(s.usage.http_requests, 1);
     assert_eq!(*seen.requests.lock().unwrap(), ["GET /zen.json HTTP/1.1"]);
 }
@@ -236,9 +217,9 @@ async fn a_javascript_plugin_on_quickjs_without_async_registers_and_echoes() {
     let (snapshot, _keep) = load(&js_echo("quickjs"), &PluginOptions::default()).await;
     assert_eq!(names(&snapshot), ["js_echo", "js_fetch"]);
     let s = settle(&snapshot, "js_echo", json!({"message": "from quickjs"})).await;
-    let (output, content) = completed(&s);
-    assert_eq!(output, &json!({"message": "from quickjs"}));
-    assert_eq!(content, [text("from quickjs")]);
+    let c = completed(&s);
+    assert_eq!(c.output, Some(json!({"message": "from quickjs"})));
+    assert_eq!(c.content, [ContentPart::text("from quickjs")]);
     let s = settle(
         &snapshot,
         "js_fetch",
@@ -289,9 +270,9 @@ async fn a_c_plugin_registers_and_its_tool_is_called() {
     assert!(definition.output_schema.is_some());
 
     let s = settle(&snapshot, "c_echo", json!({"message": "from c"})).await;
-    let (output, content) = completed(&s);
-    assert_eq!(output, &json!({"message": "from c"}));
-    assert_eq!(content, [text("from c")]);
+    let c = completed(&s);
+    assert_eq!(c.output, Some(json!({"message": "from c"})));
+    assert_eq!(c.content, [ContentPart::text("from c")]);
 
     // The plugin reads JSON itself: escapes (a surrogate pair included) are
     // decoded, members before `message` are skipped, and the output is
@@ -301,9 +282,9 @@ async fn a_c_plugin_registers_and_its_tool_is_called() {
         .settle(Call::new("c_echo", input, context("c_echo")))
         .await;
     let expected = "tab\t \"q\" é 😀 \u{1}";
-    let (output, content) = completed(&s);
-    assert_eq!(output, &json!({ "message": expected }));
-    assert_eq!(content, [text(expected)]);
+    let c = completed(&s);
+    assert_eq!(c.output, Some(json!({ "message": expected })));
+    assert_eq!(c.content, [ContentPart::text(expected)]);
 
     let s = settle(&snapshot, "c_echo", json!({"message": 1})).await;
     assert_eq!(

@@ -10,7 +10,7 @@ use toolhost::events::{EventSink, JsonLinesSink, ProgressEvent, SinkFuture};
 use toolhost::hooks::{AfterHook, HookCall};
 use toolhost::outcome::{Culprit, ErrorKind, FaultKind, HostFault};
 use toolhost::{Call, ContentPart, Outcome, Settlement, Tool, ToolResponse};
-use toolhost_tests::{builder, context, host, load, settle};
+use toolhost_tests::{builder, completed, context, host, load, settle, text};
 
 /// Lines as the bounds count them: breaks, plus an unterminated last line.
 fn count_lines(text: &str) -> usize {
@@ -19,13 +19,6 @@ fn count_lines(text: &str) -> usize {
 
 fn within(text: &str, bounds: &OutputBounds) -> bool {
     text.len() <= bounds.max_bytes && count_lines(text) <= bounds.max_lines
-}
-
-fn completed(s: &Settlement) -> &toolhost::Completed {
-    match &s.outcome {
-        Outcome::Completed(c) => c,
-        other => panic!("expected completed, got {other:?}"),
-    }
 }
 
 fn error(s: &Settlement) -> (&str, ErrorKind, Option<&Value>) {
@@ -37,13 +30,6 @@ fn error(s: &Settlement) -> (&str, ErrorKind, Option<&Value>) {
             ..
         } => (message, *kind, partial.as_ref()),
         other => panic!("expected error, got {other:?}"),
-    }
-}
-
-fn text(c: &toolhost::Completed) -> &str {
-    match &c.content[0] {
-        ContentPart::Text { text } => text,
-        other => panic!("expected text, got {other:?}"),
     }
 }
 
@@ -258,10 +244,10 @@ async fn r16_big_output_is_retained_whole_and_previewed_head_marker_tail() {
     )
     .await;
     let c = completed(&s);
-    let preview = text(c);
+    let preview = text(&s);
     let bounds = OutputBounds::default();
     assert!(preview.len() <= bounds.max_bytes, "{}", preview.len());
-    assert!(count_lines(preview) <= bounds.max_lines);
+    assert!(count_lines(&preview) <= bounds.max_lines);
     let full = retained_text(c);
     assert_eq!(full.len(), 10_000_000);
     assert_eq!(c.retained[0].bytes, 10_000_000);
@@ -336,7 +322,8 @@ async fn r16_utf8_is_cut_only_at_boundaries_and_retained_byte_for_byte() {
     let s = settle(&snapshot, "one_line", json!({})).await;
     let c = completed(&s);
     assert_eq!(retained_text(c), one_line, "retained byte for byte");
-    let (head, rest) = text(c).split_once("\n[... ").unwrap();
+    let preview = text(&s);
+    let (head, rest) = preview.split_once("\n[... ").unwrap();
     let tail = rest.split_once(" ...]\n").unwrap().1;
     assert!(one_line.starts_with(head) && one_line.ends_with(tail));
     assert!(
@@ -349,17 +336,16 @@ async fn r16_utf8_is_cut_only_at_boundaries_and_retained_byte_for_byte() {
     let s = settle(&snapshot, "many_lines", json!({})).await;
     let c = completed(&s);
     assert_eq!(retained_text(c), many_lines);
+    let preview = text(&s);
     assert!(
-        text(c).starts_with("行 0 ü\n行 1 ü\n行 2 ü\n行 3 ü\n[... 92 lines"),
-        "{}",
-        text(c)
+        preview.starts_with("行 0 ü\n行 1 ü\n行 2 ü\n行 3 ü\n[... 92 lines"),
+        "{preview}"
     );
     assert!(
-        text(c).ends_with("...]\n行 96 ü\n行 97 ü\n行 98 ü\n行 99 ü\n"),
-        "{}",
-        text(c)
+        preview.ends_with("...]\n行 96 ü\n行 97 ü\n行 98 ü\n行 99 ü\n"),
+        "{preview}"
     );
-    assert!(count_lines(text(c)) <= 10);
+    assert!(count_lines(&preview) <= 10);
 }
 
 #[tokio::test]
@@ -535,8 +521,8 @@ async fn r18_after_hooks_see_the_bounded_outcome_and_changes_are_bounded_again()
     // A hook's oversized change is bounded again and retained.
     let s = settle(&snapshot, "echo", json!({"message": "hi"})).await;
     let c = completed(&s);
-    assert!(count_lines(text(c)) <= 2_000);
-    assert!(text(c).contains("full output retained as toolhost-output:"));
+    assert!(count_lines(&text(&s)) <= 2_000);
+    assert!(text(&s).contains("full output retained as toolhost-output:"));
     assert_eq!(retained_text(c), "x\n".repeat(5_000));
     assert_eq!(
         c.metadata, None,
@@ -710,12 +696,12 @@ async fn r16_bounds_are_configurable_per_plugin_and_per_tool() {
     let s = settle(&snapshot, "generate", json!({"bytes": 5_000})).await;
     let c = completed(&s);
     assert_eq!(c.retained.len(), 1);
-    assert!(within(text(c), &small));
+    assert!(within(&text(&s), &small));
     let s = settle(&snapshot, "default_bounds", json!({})).await;
     assert!(completed(&s).retained.is_empty());
     let s = settle(&snapshot, "small_bounds", json!({})).await;
     assert_eq!(retained_text(completed(&s)), fifty_lines);
-    assert!(within(text(completed(&s)), &small));
+    assert!(within(&text(&s), &small));
 }
 
 #[tokio::test]
