@@ -2,7 +2,9 @@
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use toolhost_tests::wait_until;
 
 use crate::{
     BULK_OUTPUT, CHAOS, FS_TOOLS, FUTURE_VERSION, HTTP_TOOLS, OTHER_WORLD, SEARCH_ONE, SEARCH_TWO,
@@ -793,13 +795,13 @@ fn run_within_a_minute(args: &[&str]) -> (i32, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("toolhost {args:?} did not exit within a minute");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let exited = wait_until(Duration::from_secs(60), || {
+        child.try_wait().unwrap().is_some()
+    });
+    if !exited {
+        child.kill().unwrap();
+        let _ = child.wait();
+        panic!("toolhost {args:?} did not exit within a minute");
     }
     let out = child.wait_with_output().unwrap();
     (

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use toolhost::config::{CompileLimits, CompileWorker, PluginOptions};
 use toolhost::{CompileLimit, Error, LoadError};
-use toolhost_tests::builder;
+use toolhost_tests::{builder, wait_until};
 
 use crate::TEXT_TOOLS;
 
@@ -182,18 +182,6 @@ fn gone(pid: u32) -> bool {
     })
 }
 
-/// Polls `done` every 20 ms until it holds or `within` passes.
-fn wait_for(within: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    done()
-}
-
 fn start_compiling(command: &str, manifest: &Path, dirs: &Path) -> Child {
     use std::os::unix::process::CommandExt as _;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolhost"));
@@ -230,14 +218,14 @@ fn sigint_or_sigterm_ends_a_command_while_it_compiles_with_the_interrupted_exit_
         let mut child = start_compiling(command, &manifest, dirs.path());
         let pid = child.id();
         assert!(
-            wait_for(Duration::from_secs(60), || !workers_of(pid).is_empty()),
+            wait_until(Duration::from_secs(60), || !workers_of(pid).is_empty()),
             "{command}: no compile worker started"
         );
         let worker = workers_of(pid)[0];
         // SAFETY: signals our own child.
         assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0);
         let mut status = None;
-        let ended = wait_for(Duration::from_secs(10), || {
+        let ended = wait_until(Duration::from_secs(10), || {
             status = child.try_wait().unwrap();
             status.is_some()
         });
@@ -254,7 +242,7 @@ fn sigint_or_sigterm_ends_a_command_while_it_compiles_with_the_interrupted_exit_
             "{stderr}"
         );
         assert!(
-            wait_for(Duration::from_secs(10), || gone(worker)),
+            wait_until(Duration::from_secs(10), || gone(worker)),
             "{command}: the compile worker outlived it"
         );
     }
