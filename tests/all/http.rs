@@ -71,8 +71,14 @@ pub(crate) async fn serve(
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
     let recorded = seen.clone();
+    // Bounded twice: at most MAX_CONNECTIONS (later ones are refused, which
+    // fails the test that made them), and the task ends with the test's
+    // runtime when the test ends.
     tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
+        for _ in 0..MAX_CONNECTIONS {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
             recorded.connections.fetch_add(1, Ordering::SeqCst);
             recorded.changed();
             let (answer, seen, tls) = (answer.clone(), recorded.clone(), tls.clone());
@@ -87,22 +93,40 @@ pub(crate) async fn serve(
     (addr, seen)
 }
 
-async fn respond(mut stream: impl AsyncRead + AsyncWrite + Unpin, answer: Answer, seen: Arc<Seen>) {
-    let mut head = Vec::new();
+/// The most connections one test server accepts: far more than any test
+/// makes (two at most).
+const MAX_CONNECTIONS: usize = 64;
+
+/// The most bytes of a request head the test server reads.
+const MAX_HEAD: usize = 64 << 10;
+
+/// The most bytes of a request body (or of anything after the head) the
+/// test server reads.
+const MAX_BODY: usize = 1 << 20;
+
+/// Reads `stream` byte by byte until what it read ends with `end`, the
+/// stream ends or fails, or `limit` bytes were read; what it read.
+async fn read_until(stream: &mut (impl AsyncRead + Unpin), end: &[u8], limit: usize) -> Vec<u8> {
+    let mut read = Vec::new();
     let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).await.unwrap_or(0) == 1 {
-        head.push(byte[0]);
+    while read.len() < limit
+        && !read.ends_with(end)
+        && stream.read(&mut byte).await.unwrap_or(0) == 1
+    {
+        read.push(byte[0]);
     }
+    read
+}
+
+async fn respond(mut stream: impl AsyncRead + AsyncWrite + Unpin, answer: Answer, seen: Arc<Seen>) {
+    let head = read_until(&mut stream, b"\r\n\r\n", MAX_HEAD).await;
     // Read a chunked body's end too, so closing never resets the
     // connection under a client still sending.
     if String::from_utf8_lossy(&head)
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked")
     {
-        let mut body = Vec::new();
-        while !body.ends_with(b"0\r\n\r\n") && stream.read(&mut byte).await.unwrap_or(0) == 1 {
-            body.push(byte[0]);
-        }
+        read_until(&mut stream, b"0\r\n\r\n", MAX_BODY).await;
     }
     let line = String::from_utf8_lossy(&head)
         .lines()
@@ -146,10 +170,21 @@ async fn respond(mut stream: impl AsyncRead + AsyncWrite + Unpin, answer: Answer
             Ok(())
         }
         Answer::Silent => {
+            // Until the client closes (an end of stream or an error); a
+            // client that sent MAX_BODY more bytes instead never counts as
+            // having closed.
             let mut rest = [0u8; 64];
-            while stream.read(&mut rest).await.is_ok_and(|n| n > 0) {}
-            seen.closed_by_client.fetch_add(1, Ordering::SeqCst);
-            seen.changed();
+            let mut read = 0;
+            while read < MAX_BODY {
+                match stream.read(&mut rest).await {
+                    Ok(0) | Err(_) => {
+                        seen.closed_by_client.fetch_add(1, Ordering::SeqCst);
+                        seen.changed();
+                        break;
+                    }
+                    Ok(n) => read += n,
+                }
+            }
             Ok(())
         }
     };
