@@ -4,18 +4,31 @@ in both protocol eras (R22, R24, R32)."""
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
-from toolhost_mcp import LEGACY, MODERN, connect_http, connect_stdio, http_server, text
+from mcp_types import JSONRPCRequest
+from toolhost_mcp import (
+    LEGACY,
+    MODERN,
+    PATIENCE,
+    Connection,
+    connect_http,
+    connect_stdio,
+    eventually,
+    http_server,
+    text,
+    within,
+)
 
 pytestmark = pytest.mark.anyio
 
 PLUGINS = ("bulk_output", "chaos", "text_tools")
-#: Budgets far beyond any test: only a cancellation can stop spin_forever
-#: within the test's few seconds.
+#: Budgets far beyond any test: only a cancellation can stop `busy` within
+#: the tests' patience (PATIENCE, 60 s, is a tenth of the deadline).
 FLAGS = ("--fuel", "1000000000000000", "--timeout", "600s")
 
 TARGETS = [("stdio", LEGACY), ("stdio", MODERN), ("http", LEGACY), ("http", MODERN)]
@@ -41,24 +54,49 @@ async def conn(request: pytest.FixtureRequest, module_dir: Path, cache_dir: Path
 
 
 class Progress:
-    """Records the progress notifications of one call."""
+    """Records the progress notifications of one call, and lets a test wait
+    until they satisfy a condition."""
 
     def __init__(self) -> None:
         self.updates: list[tuple[float, float, float | None, str | None]] = []
+        self._changed = anyio.Event()
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         self.updates.append((time.monotonic(), progress, total, message))
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, what: str, done: Callable[[list], bool]) -> None:
+        """Waits, woken by each update, until `done(updates)` holds."""
+        with within(what):
+            while not done(self.updates):
+                await self._changed.wait()
 
 
-async def generate_with_progress(conn, nbytes: int) -> tuple[Progress, float]:
+def progress_token(conn: Connection, tool: str) -> object:
+    """The progressToken of the last call of `tool` the client sent."""
+    request = conn.traffic.sent_tool_call(tool)
+    return (request.params or {}).get("_meta", {}).get("progressToken")
+
+
+def progress_on_the_wire(conn: Connection, token: object) -> int:
+    """How many notifications/progress with `token` the client has received."""
+    return sum(
+        1 for n in conn.traffic.received_notifications("notifications/progress") if n.params["progressToken"] == token
+    )
+
+
+async def generate_with_progress(conn: Connection, nbytes: int) -> tuple[Progress, float]:
     progress = Progress()
     started = time.monotonic()
     result = await conn.client.call_tool("generate", {"bytes": nbytes}, progress_callback=progress)
     elapsed = time.monotonic() - started
     assert result.is_error is False, text(result)[:500]
-    # Notifications precede the response on the wire; give the client's
-    # dispatcher a moment to run the last callbacks.
-    await anyio.sleep(0.3)
+    # The server sends a call's last notification before its reply, so every
+    # one is in the traffic by now; wait until the client's dispatcher has
+    # run the callback of each.
+    sent = progress_on_the_wire(conn, progress_token(conn, "generate"))
+    await progress.until(f"the callbacks of all {sent} notifications", lambda updates: len(updates) >= sent)
     return progress, elapsed
 
 
@@ -75,13 +113,9 @@ async def test_progress_token_yields_increasing_notifications_ending_at_the_tota
     assert len(totals) == 1, f"one total for the call: {totals}"
     _, last, total, _ = updates[-1]
     assert last == total, "the last update (all bytes done) is always sent"
-    request = conn.traffic.sent_tool_call("generate")
-    token = (request.params or {}).get("_meta", {}).get("progressToken")
+    token = progress_token(conn, "generate")
     assert token is not None, "the client sent a progressToken"
-    received = [
-        n for n in conn.traffic.received_notifications("notifications/progress") if n.params["progressToken"] == token
-    ]
-    assert len(received) == len(updates), "every notification carries the request's token"
+    assert progress_on_the_wire(conn, token) == len(updates), "every notification carries the request's token"
 
 
 async def test_progress_is_rate_limited_and_keeps_the_last(conn) -> None:
@@ -99,48 +133,70 @@ async def test_a_call_without_progress_token_gets_no_progress(conn) -> None:
     before = len(conn.traffic.received_notifications("notifications/progress"))
     result = await conn.client.call_tool("generate", {"bytes": 3_000_000})
     assert result.is_error is False
-    await anyio.sleep(0.3)
+    assert progress_token(conn, "generate") is None, "the client sent no progressToken"
+    # A call's notifications all precede its reply (the server flushes them
+    # before replying), and the reply has arrived: none came, and none will.
     assert len(conn.traffic.received_notifications("notifications/progress")) == before
 
 
-async def test_cancelled_call_gets_no_reply_stops_and_is_recorded_interrupted(conn) -> None:
-    with anyio.move_on_after(1.0) as waiting:
-        await conn.client.call_tool("spin_forever", {})
-    assert waiting.cancelled_caught, "spin_forever returned instead of spinning"
-    cancelled_at = time.monotonic()
-    request = conn.traffic.sent_tool_call("spin_forever")
+@asynccontextmanager
+async def running_busy(conn: Connection) -> AsyncIterator[JSONRPCRequest]:
+    """Calls `busy` (it reports progress, then computes until stopped) and,
+    once the server's event log shows that progress (the call is running),
+    yields its request; on leaving, cancels the call as a caller giving up
+    does, and waits until the client has sent notifications/cancelled."""
+    calls = len(conn.traffic.sent_requests("tools/call", "busy"))
+    returned = []
+
+    async def call() -> None:
+        returned.append(await conn.client.call_tool("busy", {}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        await eventually(
+            "the client to send the call of busy",
+            lambda: len(conn.traffic.sent_requests("tools/call", "busy")) > calls,
+        )
+        request = conn.traffic.sent_tool_call("busy")
+        await eventually(
+            f"busy (request {request.id}) to report progress", lambda: conn.events.progress_for_call(request.id)
+        )
+        yield request
+        assert returned == [], f"busy returned instead of running until cancelled: {returned}"
+        tg.cancel_scope.cancel()
     await conn.traffic.wait_cancel_sent(request.id)
 
+
+async def test_cancelled_call_gets_no_reply_stops_and_is_recorded_interrupted(conn) -> None:
+    async with running_busy(conn) as request:
+        pass
+
     # The server keeps answering.
-    with anyio.fail_after(15):
+    with within("a call after the cancelled one to be answered"):
         echoed = await conn.client.call_tool("echo", {"message": "still here"})
     assert echoed.structured_content == {"message": "still here"}
 
-    # The guest stopped: its outcome is durable well before any budget runs out.
-    outcome = await conn.events.wait_outcome_for_call(request.id, timeout=10)
-    assert time.monotonic() - cancelled_at < 10
-    assert outcome["tool"] == "spin_forever"
+    # The guest stopped: its outcome is durable within PATIENCE, a tenth of
+    # its deadline, with fuel to spare for days.
+    outcome = await conn.events.wait_outcome_for_call(request.id, timeout=PATIENCE)
+    assert outcome["tool"] == "busy"
     assert outcome["status"] == "interrupted"
-    if "reason" in outcome:
-        assert outcome["reason"] == "cancelled", outcome
+    assert outcome.get("reason") == "cancelled", outcome
 
-    # No reply was ever sent for the cancelled request.
-    await anyio.sleep(0.5)
+    # The server records a call's outcome before it would reply; a call made
+    # after the outcome is durable has its reply, and none came for the
+    # cancelled request.
+    later = await conn.client.call_tool("echo", {"message": "after the outcome"})
+    assert later.structured_content == {"message": "after the outcome"}
     assert conn.traffic.replies_to(request.id) == [], "a cancelled call gets no reply"
 
 
 async def test_cancelling_one_call_leaves_concurrent_calls_alone(conn) -> None:
-    results: dict[str, Any] = {}
-
-    async def echo(message: str) -> None:
-        await anyio.sleep(0.5)
-        results[message] = await conn.client.call_tool("echo", {"message": message})
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(echo, "alongside a cancelled call")
-        with anyio.move_on_after(1.0):
-            await conn.client.call_tool("spin_forever", {})
-    assert results["alongside a cancelled call"].structured_content == {"message": "alongside a cancelled call"}
-    request = conn.traffic.sent_tool_call("spin_forever")
-    outcome = await conn.events.wait_outcome_for_call(request.id, timeout=10)
+    async with running_busy(conn) as request:
+        # Called, and answered, while busy runs.
+        alongside = await conn.client.call_tool("echo", {"message": "alongside a cancelled call"})
+        assert conn.events.outcome_for_call(request.id) is None, "busy ended before it was cancelled"
+    assert alongside.structured_content == {"message": "alongside a cancelled call"}
+    outcome = await conn.events.wait_outcome_for_call(request.id, timeout=PATIENCE)
     assert outcome["status"] == "interrupted"
+    assert outcome.get("reason") == "cancelled", outcome

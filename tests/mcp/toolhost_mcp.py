@@ -85,6 +85,40 @@ READ_TIMEOUT = 60.0
 SERVING = re.compile(r"toolhost: serving MCP at (http://\S+/mcp)\s*$", re.MULTILINE)
 
 
+# --- waiting on events ---------------------------------------------------------
+
+#: How long a test waits for any one event: far beyond what it takes on a
+#: loaded machine, so reaching it means the event is not coming. Tests wait
+#: on the event itself (a notification, a reply, a line of the event log),
+#: never on the clock.
+PATIENCE = 60.0
+
+#: How often `eventually` looks again at a state nothing signals (the server's
+#: event log, the traffic a client saw).
+POLL = 0.02
+
+
+@contextmanager
+def within(what: str, timeout: float = PATIENCE) -> Iterator[None]:
+    """Fails the test, naming `what`, when the body has not finished within
+    `timeout` (an `anyio.fail_after` with a message)."""
+    try:
+        with anyio.fail_after(timeout):
+            yield
+    except TimeoutError:
+        raise AssertionError(f"waited {timeout}s for {what}") from None
+
+
+async def eventually(what: str, condition: Any, timeout: float = PATIENCE) -> Any:
+    """Polls `condition` until it returns something truthy, and returns that;
+    fails the test after `timeout`. The pause is the poll's interval, not an
+    ordering."""
+    with within(what, timeout):
+        while not (value := condition()):
+            await anyio.sleep(POLL)
+    return value
+
+
 # --- the event log ----------------------------------------------------------
 
 
@@ -117,6 +151,17 @@ class EventLog:
             e
             for e in self.read()
             if e.get("event") == "outcome" and (self.agent is None or e.get("context", {}).get("agent") == self.agent)
+        ]
+
+    def progress_for_call(self, call_id: Any) -> list[dict[str, Any]]:
+        """The progress events the call `call_id` (of this log's agent, if
+        any) has reported so far: it is running once there is one."""
+        return [
+            e
+            for e in self.read()
+            if e.get("event") == "progress"
+            and e.get("context", {}).get("call_id") == str(call_id)
+            and (self.agent is None or e.get("context", {}).get("agent") == self.agent)
         ]
 
     def outcome_for_call(self, call_id: Any) -> dict[str, Any] | None:
