@@ -219,8 +219,7 @@ async def test_deadline_is_a_jsonrpc_error_with_status_and_usage(era: str, workd
         assert isinstance(data.get("usage"), dict) and data["usage"], data
         outcome = await conn.events.wait_outcome_for_call(conn.traffic.sent_tool_call("spin_forever").id)
         assert outcome["status"] == "interrupted"
-        if "reason" in outcome:
-            assert outcome["reason"] == "deadline", outcome
+        assert outcome.get("reason") == "deadline", outcome
 
 
 async def test_stdio_stdout_carries_only_protocol(workdir: Path, cache_dir: Path) -> None:
