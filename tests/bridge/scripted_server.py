@@ -14,10 +14,9 @@ schema is not JSON Schema, one with a 20 KiB description, `dup.a`, whose
 name normalizes to that of `dup_a`, and `huge`, which answers with a 20 MiB
 message.
 
-With $START_DELAY (seconds) it waits that long before answering
-`initialize`, as a slow-starting server would; with $START_GATE (a path)
-it waits until that file exists (at most two minutes), so a test decides
-when it has started.
+With $START_GATE (a path) it waits, before answering `initialize`, until
+that file exists (at most two minutes), as a slow-starting server would:
+the test decides when it has started.
 
 Every request and notification received is appended, one JSON line each,
 to the file $LOG, so a test can see what reached the server.
@@ -111,11 +110,10 @@ def main():
             log.write(json.dumps(message) + "\n")
         method = message.get("method")
         if method == "initialize":
-            time.sleep(float(os.environ.get("START_DELAY", "0")))
             gate = os.environ.get("START_GATE")
             deadline = time.monotonic() + 120
             while gate and not os.path.exists(gate) and time.monotonic() < deadline:
-                time.sleep(0.02)
+                time.sleep(0.02)  # a bounded poll of the gate file
             reply(message, {
                 "protocolVersion": "2025-06-18",
                 "capabilities": {"tools": {"listChanged": True}},
