@@ -11,6 +11,7 @@ use serde_json::json;
 use toolhost::{Call, CallContext, Host, HostBuilder, Settlement, Snapshot, Tool, ToolResponse};
 
 pub mod outcomes;
+pub mod postgres;
 pub mod wait;
 
 pub use outcomes::{completed, error_message, names, output, text, texts};
