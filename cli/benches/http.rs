@@ -88,7 +88,7 @@ async fn native(addr: std::net::SocketAddr) -> Duration {
 
 async fn through_plugin(addr: std::net::SocketAddr) -> Duration {
     let outputs = tempfile::tempdir().unwrap();
-    let host = Host::builder().output_dir(outputs.path()).build().unwrap();
+    let host = Host::builder().state_dir(outputs.path()).build().unwrap();
     let location = host.location("/bench");
     let options = PluginOptions {
         grants: Grants {

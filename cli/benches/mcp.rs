@@ -37,7 +37,7 @@ fn echo() -> CallToolRequestParams {
 
 async fn direct() -> Duration {
     let outputs = tempfile::tempdir().unwrap();
-    let host = Host::builder().output_dir(outputs.path()).build().unwrap();
+    let host = Host::builder().state_dir(outputs.path()).build().unwrap();
     let location = host.location("/bench");
     let _a = location
         .load(TEXT_TOOLS, &PluginOptions::default())
@@ -89,7 +89,7 @@ async fn over_stdio(cache: &std::path::Path) -> Duration {
 async fn bridged(cache: &std::path::Path) -> Duration {
     let outputs = tempfile::tempdir().unwrap();
     let host = Host::builder()
-        .output_dir(outputs.path())
+        .state_dir(outputs.path())
         .rules(Rules(vec![Rule::new("mcp", "*", Effect::Allow)]))
         .build()
         .unwrap();

@@ -34,7 +34,7 @@ fn start(dir: &std::path::Path) -> (Child, u16) {
         .arg(&manifest)
         .arg("--cache-dir")
         .arg(dir.join("cache"))
-        .arg("--output-dir")
+        .arg("--state-dir")
         .arg(dir.join("outputs"))
         .stdin(Stdio::null())
         .stderr(Stdio::piped())

@@ -55,15 +55,16 @@ pub(crate) async fn run(
         json: common.json,
         terminal,
     });
-    let host = common.host(Some(printer), true)?;
+    let host = common.host(Some(printer), true).await?;
     let specs = specs(std::slice::from_ref(&plugin.to_path_buf()), common)?;
     let (location, _activations) = activate_all(&host, &specs).await?;
     let snapshot = location.snapshot();
+    // Fresh ids each run: the store replays ids it has an outcome for.
     let context = CallContext {
-        session_id: "cli".into(),
+        session_id: format!("cli-{}", uuid::Uuid::new_v4().simple()),
         agent: "toolhost".into(),
         message_id: "cli-message".into(),
-        call_id: format!("cli-{}", std::process::id()),
+        call_id: "cli-call".into(),
     };
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
@@ -154,10 +155,8 @@ fn print_content(c: &toolhost::Completed) -> Result<(), Failure> {
     }
     for r in &c.retained {
         stdio::note(&format!(
-            "note: output bounded; the full {} bytes are retained as {} at {}",
-            r.bytes,
-            r.reference,
-            r.path.display()
+            "note: output bounded; the full {} bytes are retained as {} (`toolhost output {}` prints them)",
+            r.bytes, r.reference, r.reference
         ));
     }
     Ok(())

@@ -58,7 +58,7 @@ pub(crate) async fn run(
     junit: Option<&Path>,
     common: &Common,
 ) -> Result<u8, Failure> {
-    let host = common.host(None, true)?;
+    let host = common.host(None, true).await?;
     let mut suites = Vec::new();
     let specs = specs(plugins, common)?;
     for spec in &specs.plugins {
@@ -173,6 +173,8 @@ async fn run_samples(
     common: &Common,
     suite: &mut Suite,
 ) -> anyhow::Result<()> {
+    // Fresh ids each run: the store replays ids it has an outcome for.
+    let run = format!("check-{}", uuid::Uuid::new_v4().simple());
     for (i, sample) in samples.sample.into_iter().enumerate() {
         let input = Value::Object(
             sample
@@ -183,7 +185,7 @@ async fn run_samples(
                 .unwrap_or_default(),
         );
         let context = CallContext {
-            session_id: "check".into(),
+            session_id: run.clone(),
             agent: "toolhost-check".into(),
             message_id: "check".into(),
             call_id: format!("sample-{i}"),

@@ -17,6 +17,7 @@ use toolhost::mcp::McpConnection;
 use toolhost::permission::{Effect, Rule, Rules};
 use toolhost::{Activation, Budget, BudgetOverrides, Host, Location};
 
+use crate::store::StoreArgs;
 use crate::units::{parse_duration, parse_size};
 use crate::{Failure, grants, prompt};
 
@@ -65,9 +66,8 @@ pub(crate) struct Common {
     /// Show guest stdout/stderr and usage.
     #[arg(long, short)]
     pub(crate) verbose: bool,
-    /// Where oversized outputs are retained.
-    #[arg(long, value_name = "DIR")]
-    output_dir: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Compile cache directory (default: ~/.cache/toolhost).
     #[arg(long, value_name = "DIR", env = "TOOLHOST_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
@@ -91,7 +91,7 @@ impl Common {
 
     /// The host for a command; `may_prompt` lets permission questions be
     /// asked on the terminal (not when stdin carries a protocol).
-    pub(crate) fn host(
+    pub(crate) async fn host(
         &self,
         sink: Option<Arc<dyn EventSink>>,
         may_prompt: bool,
@@ -113,8 +113,11 @@ impl Common {
         } else if may_prompt && terminal {
             builder = builder.approver(Arc::new(prompt::Terminal));
         }
-        if let Some(dir) = &self.output_dir {
-            builder = builder.output_dir(dir);
+        if let Some(store) = self.store.given().await? {
+            builder = builder.store(store);
+        }
+        if let Some(dir) = self.store.state_dir() {
+            builder = builder.state_dir(dir);
         }
         for pem in &self.http_ca {
             builder = builder.http_root_certificates(pem);

@@ -15,7 +15,7 @@ pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Fail
             "compile fills the compile cache; drop --no-cache"
         )));
     }
-    let host = common.host(None, true)?;
+    let host = common.host(None, true).await?;
     // MCP servers have nothing to compile.
     let specs = specs(plugins, common)?.plugins;
     let bar = if std::io::stderr().is_terminal() && !common.json {

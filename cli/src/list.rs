@@ -10,7 +10,7 @@ use crate::common::{Common, activate_all, specs};
 use crate::{Failure, exit, stdio, terminal};
 
 pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Failure> {
-    let host = common.host(None, true)?;
+    let host = common.host(None, true).await?;
     let specs = specs(plugins, common)?;
     let (location, _activations) = activate_all(&host, &specs).await?;
     let catalog = location.catalog();

@@ -14,6 +14,7 @@ mod new;
 mod prompt;
 mod serve;
 mod stdio;
+mod store;
 mod terminal;
 mod units;
 
@@ -103,6 +104,10 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// List recorded outcomes from the store, newest first.
+    Events(store::EventsArgs),
+    /// Print a retained output (the full text behind a bounding marker).
+    Output(store::OutputArgs),
     /// Compile one plugin sent on stdin for a toolhost that runs this as
     /// its compile worker (not for direct use).
     #[command(name = COMPILE_WORKER_COMMAND, hide = true)]
@@ -221,6 +226,8 @@ fn main() -> ExitCode {
             Command::Compile { plugins, common } => {
                 until_signal(compile::run(&plugins, &common)).await
             }
+            Command::Events(args) => store::events(&args).await,
+            Command::Output(args) => store::output(&args).await,
             Command::CompileWorker => unreachable!("handled before the runtime starts"),
             Command::New { name, lang, dir } => new::run(&name, lang, dir.as_deref()),
             Command::Serve {

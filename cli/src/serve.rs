@@ -112,7 +112,7 @@ pub(crate) async fn run(serve: Serve, common: &Common) -> Result<u8, Failure> {
         None => None,
     };
     // Stdin may carry the protocol: never prompt on it.
-    let host = common.host(sink, false)?;
+    let host = common.host(sink, false).await?;
     let location =
         host.location(std::env::current_dir().context("cannot read the current directory")?);
     let server = McpServer::new(location).ask_clients(!common.yes);

@@ -1,6 +1,7 @@
 //! The performance report: every ratio of docs/performance.md, measured in
 //! one run on this machine.
-//! `cargo bench -p toolhost --features bench --bench report`.
+//! `cargo bench -p toolhost --features bench --bench report`
+//! (`-- --stores`: only the outcomes-in-a-store section).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -153,6 +154,11 @@ fn main() {
     {
         return count_calls(mode, n.parse().unwrap(), Path::new(cache));
     }
+    if let [flag] = args.as_slice()
+        && flag == "--stores"
+    {
+        return stores(tempfile::tempdir().unwrap().path());
+    }
     if let [flag, workers, n, cache] = args.as_slice()
         && flag == "--throughput"
     {
@@ -162,15 +168,15 @@ fn main() {
             Path::new(cache),
         );
     }
-    let outputs = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
+    // The pipeline alone: outcomes in a store are measured by `stores`.
     let host = Host::builder()
-        .output_dir(outputs.path())
+        .without_store()
         .concurrency(256)
         .build()
         .unwrap();
@@ -341,7 +347,7 @@ fn main() {
 
     // 6. Cached load vs first compile.
     let cached_host = Host::builder()
-        .output_dir(outputs.path())
+        .without_store()
         .cache_dir(cache.path())
         .build()
         .unwrap();
@@ -375,7 +381,120 @@ fn main() {
     );
 
     code_mode(&rt, cache.path());
+    stores(cache.path());
     instructions(cache.path());
+}
+
+/// Where a [`stores`] run records its outcomes.
+enum Recording {
+    Nothing,
+    Sink(tempfile::TempDir),
+    Sqlite(tempfile::TempDir),
+    Postgres(toolhost_tests::postgres::Postgres),
+}
+
+/// Settled wasm echo calls per second with each way of recording outcomes,
+/// at 1, 16 and 64 calls in flight, with the store's mean group-commit
+/// batch; ratios to recording nothing.
+fn stores(cache: &Path) {
+    use std::sync::Arc;
+    use toolhost::store::SqlStore;
+
+    println!("\noutcomes recorded: settled wasm echo calls/s (1, 16, 64 in flight), 2 workers");
+    let backends = [
+        ("no store", Recording::Nothing),
+        (
+            "JSON Lines sink",
+            Recording::Sink(tempfile::tempdir().unwrap()),
+        ),
+        (
+            "SQLite (embedded)",
+            Recording::Sqlite(tempfile::tempdir().unwrap()),
+        ),
+        (
+            "Postgres",
+            Recording::Postgres(toolhost_tests::postgres::Postgres::start()),
+        ),
+    ];
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut baseline = [0.0; 3];
+    for (name, recording) in &backends {
+        let (host, store) = rt.block_on(async {
+            let builder = Host::builder().cache_dir(cache).concurrency(256);
+            match recording {
+                Recording::Nothing => (builder.without_store(), None),
+                Recording::Sink(dir) => {
+                    let sink = toolhost::events::JsonLinesSink::open(dir.path().join("e.jsonl"));
+                    (
+                        builder.without_store().event_sink(Arc::new(sink.unwrap())),
+                        None,
+                    )
+                }
+                Recording::Sqlite(dir) => {
+                    let store = Arc::new(SqlStore::embedded(dir.path()).await.unwrap());
+                    (builder.store(store.clone()), Some(store))
+                }
+                Recording::Postgres(pg) => {
+                    let store = Arc::new(SqlStore::open(&pg.url()).await.unwrap());
+                    (builder.store(store.clone()), Some(store))
+                }
+            }
+        });
+        let host = host.build().unwrap();
+        let location = host.location("/stores");
+        let _a = rt
+            .block_on(location.load(TEXT_TOOLS, &PluginOptions::default()))
+            .unwrap();
+        let snapshot = location.snapshot();
+        let mut line = format!("  {name:<18}");
+        for (i, in_flight) in [1usize, 16, 64].into_iter().enumerate() {
+            let before = store.as_ref().map(|s| s.commits());
+            let rate = rt.block_on(in_flight_rate(&snapshot, in_flight, 64 * 40));
+            if matches!(recording, Recording::Nothing) {
+                baseline[i] = rate;
+            }
+            let ratio = rate / baseline[i];
+            line += &format!("  {rate:>7.0}/s ({ratio:.2}x");
+            if let (Some(store), Some((commits, writes))) = (&store, before) {
+                let (c, w) = store.commits();
+                line += &format!(
+                    ", batch {:.1}",
+                    (w - writes) as f64 / (c - commits).max(1) as f64
+                );
+            }
+            line += ")";
+        }
+        println!("{line}");
+    }
+    println!("  (ratio: to no store at the same calls in flight; batch: writes per commit)");
+}
+
+/// Settled echo calls per second with `in_flight` tasks settling `calls` in
+/// all.
+async fn in_flight_rate(snapshot: &Snapshot, in_flight: usize, calls: usize) -> f64 {
+    let start = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..in_flight {
+        let snapshot = snapshot.clone();
+        set.spawn(async move {
+            for _ in 0..calls / in_flight {
+                let s = snapshot
+                    .settle(Call::new("echo", ECHO_INPUT, context("bench")))
+                    .await;
+                assert!(
+                    matches!(s.outcome, Outcome::Completed(_)),
+                    "{:?}",
+                    s.outcome
+                );
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    (calls / in_flight * in_flight) as f64 / start.elapsed().as_secs_f64()
 }
 
 /// The kinds of echo call whose instructions the report counts.
@@ -445,9 +564,8 @@ fn callgrind_total(exe: &Path, mode: &str, n: u64, cache: &Path) -> Option<u64> 
 /// `workers` threads, alone in a process, for profilers such as `perf
 /// record` (give a filled compile cache, or compiling shows in the profile).
 fn profile_throughput(workers: usize, n: usize, cache: &Path) {
-    let outputs = tempfile::tempdir().unwrap();
     let host = Host::builder()
-        .output_dir(outputs.path())
+        .without_store()
         .cache_dir(cache)
         .concurrency(256)
         .build()
@@ -464,14 +582,13 @@ fn profile_throughput(workers: usize, n: usize, cache: &Path) {
 /// `report --count MODE N CACHE`: one warm-up call, then `n` echo calls
 /// of `mode`, on one thread; the report runs this under callgrind.
 fn count_calls(mode: &str, n: u64, cache: &Path) {
-    let outputs = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     // Few instance slots: valgrind cannot map the default pool's reservation.
     let host = Host::builder()
-        .output_dir(outputs.path())
+        .without_store()
         .cache_dir(cache)
         .max_instances(4)
         .build()
@@ -518,9 +635,8 @@ fn count_calls(mode: &str, n: u64, cache: &Path) {
 /// Code Mode: the interpreter's start-up with a trivial program, and a
 /// program making 100 nested `echo` calls against 100 direct settled calls.
 fn code_mode(rt: &tokio::runtime::Runtime, cache: &Path) {
-    let outputs = tempfile::tempdir().unwrap();
     let host = Host::builder()
-        .output_dir(outputs.path())
+        .without_store()
         .cache_dir(cache)
         .code_mode(std::fs::read(INTERPRETER).unwrap())
         .build()
@@ -591,7 +707,7 @@ fn code_mode(rt: &tokio::runtime::Runtime, cache: &Path) {
     // Each model request takes a snapshot; with Code Mode on it also
     // renders `execute`'s declarations.
     let plain_host = Host::builder()
-        .output_dir(outputs.path())
+        .without_store()
         .cache_dir(cache)
         .build()
         .unwrap();

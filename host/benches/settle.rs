@@ -18,8 +18,7 @@ fn settle(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let outputs = tempfile::tempdir().unwrap();
-    let host = Host::builder().output_dir(outputs.path()).build().unwrap();
+    let host = Host::builder().without_store().build().unwrap();
     let location = host.location("/bench");
     let _activation = rt
         .block_on(location.load(TEXT_TOOLS, &PluginOptions::default()))

@@ -112,7 +112,7 @@ pub async fn fresh_calls(
     let cx = context();
     let start = Instant::now();
     for _ in 0..n {
-        let progress = CallEvents::new(Default::default(), tool.into(), None, None);
+        let progress = CallEvents::new(Default::default(), tool.into(), None, None, None);
         let state = CallState {
             context: Default::default(),
             plugin: code.info.name.clone(),

@@ -24,8 +24,8 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let outputs = tempfile::tempdir()?;
-//! let host = Host::builder().output_dir(outputs.path()).build()?;
+//! let state = tempfile::tempdir()?;
+//! let host = Host::builder().state_dir(state.path()).build()?;
 //! let location = host.location("/work/project");
 //!
 //! let schema = json!({
@@ -54,8 +54,16 @@
 //!     .await;
 //! assert!(matches!(settlement.outcome, Outcome::Completed(_)));
 //!
+//! // The same ids again (a runner replaying its step): the recorded
+//! // outcome comes back from the store, and nothing runs.
+//! let again = snapshot
+//!     .settle(Call::new("echo", r#"{"message":"hi"}"#, context.clone()))
+//!     .await;
+//! assert!(again.replayed);
+//!
 //! // Invalid input never runs the tool; the model gets an actionable error.
-//! let settlement = snapshot.settle(Call::new("echo", "{}", context)).await;
+//! let next = CallContext { call_id: "call_2".into(), ..context };
+//! let settlement = snapshot.settle(Call::new("echo", "{}", next)).await;
 //! assert_eq!(settlement.outcome.status(), "error");
 //! # Ok(())
 //! # }
@@ -96,8 +104,8 @@
 //! (`cargo xtask layers` checks it and prints this list), bottom to top:
 //!
 //! 0. `model`: model types
-//! 1. `error`, `files`, `permission`: errors, bounded file reading,
-//!    permission rules
+//! 1. `error`, `files`, `store`, `permission`: errors, bounded file
+//!    reading, the store, permission rules
 //! 2. `config`: configuration as data
 //! 3. `output`, `registry`, `sink`: output bounding and retention, the
 //!    registry, the event log
@@ -129,6 +137,7 @@ pub mod permission;
 pub mod registry;
 mod settle;
 mod sink;
+pub mod store;
 mod wasm;
 
 #[cfg(feature = "bench")]

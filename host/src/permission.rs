@@ -4,14 +4,14 @@
 //! evaluates them against rules. The last matching rule wins; no match means
 //! ask. `*` matches any run of characters including `/`, `?` one character.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use wildmatch::WildMatch;
 
 pub use crate::model::approval::{Approver, PermissionDenied, PermissionRequest, Reply};
+use crate::store::StoreSlot;
 
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,7 +91,7 @@ impl Rules {
 }
 
 /// Rules plus the approver plus what users allowed "always", per session
-/// and plugin.
+/// and plugin, kept in the store (R29, R38).
 #[derive(Clone, Default)]
 pub(crate) struct Policy {
     pub(crate) rules: Rules,
@@ -99,14 +99,8 @@ pub(crate) struct Policy {
     /// Whose policy this is: the plugin's identity (name and digest), so
     /// two plugins that share a name never share saved answers.
     owner: String,
-    saved: Arc<Mutex<HashMap<SavedKey, Rules>>>,
-}
-
-/// Saved answers belong to one session and one plugin (R29).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct SavedKey {
-    session: String,
-    owner: String,
+    /// Where saved answers live; without one, "always" counts as once.
+    store: Option<Arc<StoreSlot>>,
 }
 
 impl fmt::Debug for Policy {
@@ -119,12 +113,16 @@ impl fmt::Debug for Policy {
 }
 
 impl Policy {
-    pub(crate) fn new(rules: Rules, approver: Option<Arc<dyn Approver>>) -> Policy {
+    pub(crate) fn new(
+        rules: Rules,
+        approver: Option<Arc<dyn Approver>>,
+        store: Arc<StoreSlot>,
+    ) -> Policy {
         Policy {
             rules,
             approver,
             owner: String::new(),
-            saved: Arc::default(),
+            store: Some(store),
         }
     }
 
@@ -137,22 +135,52 @@ impl Policy {
             rules,
             approver: self.approver.clone(),
             owner,
-            saved: self.saved.clone(),
+            store: self.store.clone(),
         }
     }
 
-    /// The rules' effect; an "ask" that a saved answer covers is an allow.
-    /// Saved answers never override a deny rule.
-    fn effect(&self, key: &SavedKey, action: &str, resource: &str, unmatched: Effect) -> Effect {
-        match self.rules.matching(action, resource).unwrap_or(unmatched) {
-            Effect::Ask => {
-                let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
-                match saved.get(key).map(|r| r.evaluate(action, resource)) {
-                    Some(Effect::Allow) => Effect::Allow,
-                    _ => Effect::Ask,
-                }
+    /// The store's key of the answers saved for `session` and this plugin:
+    /// both, as a JSON array, so no pair of them can collide.
+    fn scope(&self, session: &str) -> String {
+        serde_json::json!([session, self.owner]).to_string()
+    }
+
+    /// The answers saved for `scope`, as allow rules; none when the store
+    /// cannot be read (the request then asks again).
+    async fn saved(&self, scope: &str) -> Rules {
+        let Some(slot) = &self.store else {
+            return Rules::default();
+        };
+        let answers = match slot.get().await {
+            Ok(Some(store)) => store.answers(scope).await,
+            Ok(None) => return Rules::default(),
+            Err(e) => Err(e),
+        };
+        match answers {
+            Ok(answers) => Rules(
+                answers
+                    .into_iter()
+                    .map(|(action, pattern)| Rule::new(action, pattern, Effect::Allow))
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::warn!("cannot read saved permission answers: {e}");
+                Rules::default()
             }
-            decided => decided,
+        }
+    }
+
+    /// Saves "always" answers for `scope`; a store that cannot keep them
+    /// means the next such request asks again.
+    async fn save(&self, scope: &str, answers: Vec<(String, String)>) {
+        let Some(slot) = &self.store else { return };
+        let saved = match slot.get().await {
+            Ok(Some(store)) => store.save_answers(scope, &answers).await,
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = saved {
+            tracing::warn!("cannot save an \"always\" permission answer: {e}");
         }
     }
 
@@ -170,7 +198,8 @@ impl Policy {
 
     /// As [`Policy::decide`], but a resource no rule matches gets
     /// `unmatched` (an HTTP request within a granted origin is allowed: the
-    /// grant is the user's consent).
+    /// grant is the user's consent). Saved answers turn an "ask" into an
+    /// allow, never a deny rule.
     pub(crate) async fn decide_unmatched(
         &self,
         request: &PermissionRequest,
@@ -181,30 +210,34 @@ impl Policy {
             action: request.action.clone(),
             resource: resource.to_owned(),
         };
-        let key = SavedKey {
-            session: request.context.session_id.clone(),
-            owner: self.owner.clone(),
-        };
-        let mut asking = None;
+        let action = &request.action;
+        let mut asking = Vec::new();
         for resource in &request.resources {
-            match self.effect(&key, &request.action, resource, unmatched) {
+            match self.rules.matching(action, resource).unwrap_or(unmatched) {
                 Effect::Deny => return Err(denied(resource)),
-                Effect::Ask => asking = asking.or(Some(resource)),
+                Effect::Ask => asking.push(resource),
                 Effect::Allow => {}
             }
         }
-        let Some(first) = asking else { return Ok(()) };
+        if asking.is_empty() {
+            return Ok(());
+        }
+        let scope = self.scope(&request.context.session_id);
+        let saved = self.saved(&scope).await;
+        let Some(first) = asking
+            .into_iter()
+            .find(|r| saved.evaluate(action, r) != Effect::Allow)
+        else {
+            return Ok(());
+        };
         let Some(approver) = call_approver.or(self.approver.as_ref()) else {
             return Err(denied(first));
         };
         match approver.ask(request).await {
             Reply::Once => Ok(()),
             Reply::Always => {
-                let mut saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
-                let rules = saved.entry(key).or_default();
-                for pattern in &request.save {
-                    rules.push(Rule::new(&request.action, pattern, Effect::Allow));
-                }
+                let answers = request.save.iter().map(|p| (action.clone(), p.clone()));
+                self.save(&scope, answers.collect()).await;
                 Ok(())
             }
             Reply::Reject => Err(denied(first)),

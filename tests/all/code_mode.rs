@@ -106,9 +106,13 @@ async fn r34_concurrent_calls_are_child_calls_of_execute() {
         .collect();
     ids.sort();
     assert_eq!(ids, ["exec-1/1", "exec-1/2", "exec-1/3"]);
+    let parent = events
+        .iter()
+        .find(|s| s.tool == "execute")
+        .expect("the parent");
     for child in &children {
         assert_eq!(child.context.session_id, "ses-exec-1");
-        assert_eq!(child.context.message_id, "msg-exec-1");
+        assert_eq!(child.context.message_id, parent.context.message_id);
         assert_eq!(child.context.agent, "tester");
         assert_eq!(child.outcome.status(), "completed");
     }
@@ -417,10 +421,16 @@ async fn r34_ten_megabytes_of_console_output_is_bounded_and_retained() {
     assert_eq!(completed.retained.len(), 1);
     // 100,000 lines of 100 bytes, without the last newline.
     assert_eq!(completed.retained[0].bytes, 9_999_999);
-    let kept = std::fs::metadata(&completed.retained[0].path)
+    let kept = host
+        .location
+        .retained(
+            &settled.context.session_id,
+            &completed.retained[0].reference,
+        )
+        .await
         .unwrap()
-        .len();
-    assert_eq!(kept, 9_999_999);
+        .expect("kept");
+    assert_eq!(kept.len(), 9_999_999);
 }
 
 #[tokio::test]
@@ -552,7 +562,7 @@ fn r34_cli_call_takes_code_mode() {
             .args(args)
             .arg("--cache-dir")
             .arg(cache_dir())
-            .arg("--output-dir")
+            .arg("--state-dir")
             .arg(dirs.path())
             .output()
             .unwrap()

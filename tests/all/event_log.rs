@@ -62,7 +62,12 @@ fn r19_a_write_the_disk_cuts_short_never_tears_a_line_of_the_event_log() {
     let dir = tempfile::tempdir().unwrap();
     let events = dir.path().join("events.jsonl");
     let events_arg = events.to_str().unwrap();
-    let mut served = Served::start(&[TEXT_TOOLS, "--events", events_arg], dir.path(), |c| {
+    // The file size limit holds for every file the server writes: its store
+    // is a Postgres server's, whose files another process writes.
+    let postgres = toolhost_tests::postgres::Postgres::start();
+    let store = postgres.url();
+    let args = [TEXT_TOOLS, "--events", events_arg, "--store", &store];
+    let mut served = Served::start(&args, dir.path(), |c| {
         use std::os::unix::process::CommandExt as _;
         // SAFETY: only async-signal-safe calls between fork and exec. A
         // file growing past the limit then fails with EFBIG (as on a full

@@ -18,7 +18,7 @@ use toolhost::permission::{Approver, Effect, PermissionRequest, Reply, Rule, Rul
 use toolhost::{Activation, BudgetOverrides, Call, Error, Host, Outcome, Settlement, Snapshot};
 
 use crate::{BULK_OUTPUT, CHAOS, HOSTILE, TEXT_TOOLS};
-use toolhost_tests::{builder, context, host, load, settle, texts};
+use toolhost_tests::{builder, context, host, load, retained, settle, texts};
 
 /// Options that pick the hostile plugin's activation mode.
 fn mode(mode: &str) -> PluginOptions {
@@ -47,11 +47,17 @@ async fn r28_activation_messages_are_bounded() {
 
 /// A location with the hostile plugin in its default mode, and the host.
 async fn hostile(name: &str, options: PluginOptions) -> (Snapshot, Activation, TempDir) {
-    let outputs = tempfile::tempdir().unwrap();
-    let host = builder(&outputs).build().unwrap();
+    let (_, snapshot, activation, state) = hostile_host(name, options).await;
+    (snapshot, activation, state)
+}
+
+/// As [`hostile`], with the host, to read retained outputs back.
+async fn hostile_host(name: &str, options: PluginOptions) -> (Host, Snapshot, Activation, TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let host = builder(&state).build().unwrap();
     let location = host.location(format!("/{name}"));
     let activation = location.load(HOSTILE, &options).await.unwrap();
-    (location.snapshot(), activation, outputs)
+    (host, location.snapshot(), activation, state)
 }
 
 /// Options granting `dir`, read-only, as `/data`.
@@ -138,7 +144,7 @@ async fn r28_violation_lists_are_bounded_and_counting_stops() {
 
 #[tokio::test]
 async fn r28_the_text_bound_applies_to_all_parts_together_and_nothing_is_lost() {
-    let (snapshot, _a, _out) = hostile("r28-parts", PluginOptions::default()).await;
+    let (host, snapshot, _a, _out) = hostile_host("r28-parts", PluginOptions::default()).await;
     let s = settle(
         &snapshot,
         "many_parts",
@@ -158,9 +164,9 @@ async fn r28_the_text_bound_applies_to_all_parts_together_and_nothing_is_lost() 
     assert_eq!(c.retained.len(), 2);
     let part = "l".repeat(79) + "\n";
     let part = part.repeat(50_000 / 80 + 1)[..50_000].to_owned();
-    let first = std::fs::read_to_string(&c.retained[0].path).unwrap();
+    let first = retained(&host, &s, 0).await;
     assert!(first == part, "{} bytes retained", first.len());
-    let rest = std::fs::read_to_string(&c.retained[1].path).unwrap();
+    let rest = retained(&host, &s, 1).await;
     assert!(
         rest == vec![part.as_str(); 1_998].join("\n"),
         "{} bytes retained",
@@ -427,9 +433,9 @@ async fn r28_retained_outputs_are_private_capped_and_never_behind_a_symlink() {
     use std::os::unix::fs::PermissionsExt as _;
 
     let root = tempfile::tempdir().unwrap();
-    let outputs = root.path().join("state/outputs");
+    let state = root.path().join("state/toolhost");
     let host = Host::builder()
-        .output_dir(&outputs)
+        .state_dir(&state)
         .retention_quota(300_000)
         .build()
         .unwrap();
@@ -437,33 +443,43 @@ async fn r28_retained_outputs_are_private_capped_and_never_behind_a_symlink() {
     let _a = load(&location, BULK_OUTPUT).await;
     let snapshot = location.snapshot();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(&outputs), 0o700);
-    let mut retained = Vec::new();
+    let mut settled = Vec::new();
     for _ in 0..5 {
         let s = settle(&snapshot, "generate", json!({"bytes": 100_000})).await;
-        let Outcome::Completed(c) = s.outcome else {
-            panic!("{:?}", s.outcome)
-        };
-        assert_eq!(mode(&c.retained[0].path), 0o600);
-        retained.push(c.retained[0].path.clone());
+        assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+        settled.push(s);
     }
+    // The store lives in a directory only this user may enter.
+    assert_eq!(mode(&state), 0o700);
     // The quota holds: the oldest were evicted, the newest kept.
-    let total: u64 = std::fs::read_dir(&outputs)
-        .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
-        .sum();
-    assert!(total <= 300_000, "{total}");
-    assert!(!retained[0].exists() && retained[4].exists());
+    let mut kept = 0;
+    for s in &settled {
+        let Outcome::Completed(c) = &s.outcome else {
+            unreachable!()
+        };
+        let text = host
+            .retained(&s.context.session_id, &c.retained[0].reference)
+            .await
+            .unwrap();
+        kept += text.map_or(0, |t| t.len());
+    }
+    assert!(kept <= 300_000, "{kept}");
+    assert_eq!(retained(&host, &settled[4], 0).await.len(), 100_000);
+    let Outcome::Completed(first) = &settled[0].outcome else {
+        unreachable!()
+    };
+    let evicted = host.retained(&settled[0].context.session_id, &first.retained[0].reference);
+    assert_eq!(evicted.await.unwrap(), None, "the oldest was evicted");
     // One output over the whole quota fails operationally, losing nothing.
     let s = settle(&snapshot, "generate", json!({"bytes": 400_000})).await;
     assert!(message(&s).contains("retention quota"), "{}", message(&s));
 
-    // A symlink planted where the output directory should be is refused.
+    // A symlink planted where the state directory should be is refused.
     let elsewhere = root.path().join("elsewhere");
     std::fs::create_dir(&elsewhere).unwrap();
     let planted = root.path().join("planted");
     std::os::unix::fs::symlink(&elsewhere, &planted).unwrap();
-    let host = Host::builder().output_dir(&planted).build().unwrap();
+    let host = Host::builder().state_dir(&planted).build().unwrap();
     let location = host.location("/r28-symlink");
     let _b = load(&location, BULK_OUTPUT).await;
     let s = settle(&location.snapshot(), "generate", json!({"bytes": 100_000})).await;

@@ -256,7 +256,7 @@ async fn r36_a_granted_get_returns_the_body_and_is_audited_under_the_call() {
     let audit = setup.audit.requests();
     assert_eq!(audit.len(), 1);
     let event = &audit[0];
-    assert_eq!(event.context, context("fetch"));
+    assert_eq!(event.context, s.context);
     assert_eq!((event.method.as_str(), event.status), ("GET", Some(200)));
     assert_eq!(event.origin, format!("http://{addr}"));
     assert_eq!(

@@ -114,7 +114,7 @@ async fn the_compile_cache_is_used_and_a_corrupt_entry_is_rebuilt() {
     let outputs = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let host = toolhost::Host::builder()
-        .output_dir(outputs.path())
+        .state_dir(outputs.path())
         .cache_dir(cache.path())
         .build()
         .unwrap();
@@ -233,7 +233,7 @@ async fn the_compile_cache_evicts_the_least_recently_used_entry_beyond_its_cap()
             .collect()
     };
     let measure = toolhost::Host::builder()
-        .output_dir(outputs.path())
+        .state_dir(outputs.path())
         .cache_dir(cache.path())
         .build()
         .unwrap();
@@ -248,7 +248,7 @@ async fn the_compile_cache_evicts_the_least_recently_used_entry_beyond_its_cap()
 
     // A cap that holds one entry but not two.
     let host = toolhost::Host::builder()
-        .output_dir(outputs.path())
+        .state_dir(outputs.path())
         .cache_dir(cache.path())
         .cache_limit(one + one / 2)
         .build()
@@ -314,7 +314,7 @@ async fn unprovided_imports_are_refused_before_compiling_each_named() {
     let outputs = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let host = toolhost::Host::builder()
-        .output_dir(outputs.path())
+        .state_dir(outputs.path())
         .cache_dir(cache.path())
         .build()
         .unwrap();

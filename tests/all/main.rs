@@ -27,4 +27,5 @@ mod registry;
 mod sessions;
 mod settlement;
 mod stdio;
+mod store;
 mod wit_versions;

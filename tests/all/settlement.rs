@@ -10,7 +10,7 @@ use toolhost::events::{EventSink, JsonLinesSink, ProgressEvent, SinkFuture};
 use toolhost::hooks::{AfterHook, HookCall};
 use toolhost::outcome::{Culprit, ErrorKind, FaultKind, HostFault};
 use toolhost::{Call, ContentPart, Outcome, Settlement, Tool, ToolResponse};
-use toolhost_tests::{builder, completed, context, host, load, settle, text};
+use toolhost_tests::{builder, completed, context, host, load, retained, settle, text};
 
 /// Lines as the bounds count them: breaks, plus an unterminated last line.
 fn count_lines(text: &str) -> usize {
@@ -227,9 +227,10 @@ async fn r15_content_is_kept_or_derived_once_and_never_empty() {
     }
 }
 
-fn retained_text(c: &toolhost::Completed) -> String {
-    assert_eq!(c.retained.len(), 1);
-    std::fs::read_to_string(&c.retained[0].path).unwrap()
+/// The one text `s` retained.
+async fn retained_text(host: &toolhost::Host, s: &toolhost::Settlement) -> String {
+    assert_eq!(completed(s).retained.len(), 1);
+    retained(host, s, 0).await
 }
 
 #[tokio::test]
@@ -248,15 +249,14 @@ async fn r16_big_output_is_retained_whole_and_previewed_head_marker_tail() {
     let bounds = OutputBounds::default();
     assert!(preview.len() <= bounds.max_bytes, "{}", preview.len());
     assert!(count_lines(&preview) <= bounds.max_lines);
-    let full = retained_text(c);
+    let full = retained_text(&host, &s).await;
     assert_eq!(full.len(), 10_000_000);
     assert_eq!(c.retained[0].bytes, 10_000_000);
     let reference = &c.retained[0].reference;
     assert!(reference.starts_with("toolhost-output:"));
-    assert_eq!(
-        host.retained_output(reference).as_deref(),
-        Some(c.retained[0].path.as_path())
-    );
+    // Only the session that produced it may read it.
+    let elsewhere = host.retained("another-session", reference).await.unwrap();
+    assert_eq!(elsewhere, None);
     let (head, rest) = preview.split_once("[... ").unwrap();
     let (marker, tail) = rest.split_once(" ...]\n").unwrap();
     assert!(full.starts_with(head) && full.ends_with(tail));
@@ -320,8 +320,11 @@ async fn r16_utf8_is_cut_only_at_boundaries_and_retained_byte_for_byte() {
         .unwrap();
     let snapshot = location.snapshot();
     let s = settle(&snapshot, "one_line", json!({})).await;
-    let c = completed(&s);
-    assert_eq!(retained_text(c), one_line, "retained byte for byte");
+    assert_eq!(
+        retained_text(&host, &s).await,
+        one_line,
+        "retained byte for byte"
+    );
     let preview = text(&s);
     let (head, rest) = preview.split_once("\n[... ").unwrap();
     let tail = rest.split_once(" ...]\n").unwrap().1;
@@ -334,8 +337,7 @@ async fn r16_utf8_is_cut_only_at_boundaries_and_retained_byte_for_byte() {
     );
 
     let s = settle(&snapshot, "many_lines", json!({})).await;
-    let c = completed(&s);
-    assert_eq!(retained_text(c), many_lines);
+    assert_eq!(retained_text(&host, &s).await, many_lines);
     let preview = text(&s);
     assert!(
         preview.starts_with("行 0 ü\n行 1 ü\n行 2 ü\n行 3 ü\n[... 92 lines"),
@@ -375,41 +377,44 @@ async fn r16_media_is_untouched_and_oversized_media_rejected() {
 
 #[tokio::test]
 async fn r16_retention_failure_is_operational_never_lossy() {
-    // The output directory disappears after the host opened it.
-    let outputs = tempfile::tempdir().unwrap();
-    let dir = outputs.path().join("outputs");
-    let host = toolhost::Host::builder().output_dir(&dir).build().unwrap();
-    std::fs::remove_dir(&dir).unwrap();
-    // And one whose output directory is a file.
-    let file = outputs.path().join("not-a-dir");
+    // A store with no room for the output: the call fails, the host named.
+    let state = tempfile::tempdir().unwrap();
+    let host = builder(&state).retention_quota(50_000).build().unwrap();
+    let location = host.location("/r16-fail");
+    let _a = load(&location, BULK_OUTPUT).await;
+    let s = settle(&location.snapshot(), "generate", json!({"bytes": 100_000})).await;
+    let (message, kind) = host_fault(&s);
+    assert!(
+        message.contains("cannot retain oversized output"),
+        "{message}"
+    );
+    assert_eq!(kind, FaultKind::Retention);
+    // Small output needs no retention and still succeeds.
+    let s = settle(&location.snapshot(), "generate", json!({"bytes": 1_000})).await;
+    completed(&s);
+
+    // A state directory that is a file: no store, so no call can be
+    // recorded, and each fails operationally naming the store.
+    let file = state.path().join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
-    let broken = toolhost::Host::builder().output_dir(&file).build().unwrap();
-    for host in [host, broken] {
-        let location = host.location("/r16-fail");
-        let _a = load(&location, BULK_OUTPUT).await;
-        let s = settle(&location.snapshot(), "generate", json!({"bytes": 100_000})).await;
-        match &s.outcome {
-            Outcome::Defect { message, culprit } => {
-                assert!(
-                    message.contains("cannot retain oversized output"),
-                    "{message}"
-                );
-                assert!(
-                    matches!(
-                        culprit,
-                        Culprit::Host(HostFault {
-                            kind: FaultKind::Retention,
-                            ..
-                        })
-                    ),
-                    "an operational failure of the host, not a guest defect: {culprit:?}"
-                );
-            }
-            other => panic!("expected an operational failure, got {other:?}"),
-        }
-        // Small output needs no retention and still succeeds.
-        let s = settle(&location.snapshot(), "generate", json!({"bytes": 1_000})).await;
-        completed(&s);
+    let broken = toolhost::Host::builder().state_dir(&file).build().unwrap();
+    let location = broken.location("/r16-fail");
+    let _b = load(&location, BULK_OUTPUT).await;
+    let s = settle(&location.snapshot(), "generate", json!({"bytes": 1_000})).await;
+    let (message, kind) = host_fault(&s);
+    assert!(message.contains("could not open the store"), "{message}");
+    assert!(message.contains("not-a-dir"), "{message}");
+    assert_eq!(kind, FaultKind::Store);
+}
+
+/// The message and kind of an operational failure of the host.
+fn host_fault(s: &toolhost::Settlement) -> (&str, FaultKind) {
+    match &s.outcome {
+        Outcome::Defect {
+            message,
+            culprit: Culprit::Host(HostFault { kind, .. }),
+        } => (message, *kind),
+        other => panic!("expected an operational failure of the host, got {other:?}"),
     }
 }
 
@@ -523,7 +528,7 @@ async fn r18_after_hooks_see_the_bounded_outcome_and_changes_are_bounded_again()
     let c = completed(&s);
     assert!(count_lines(&text(&s)) <= 2_000);
     assert!(text(&s).contains("full output retained as toolhost-output:"));
-    assert_eq!(retained_text(c), "x\n".repeat(5_000));
+    assert_eq!(retained_text(&host, &s).await, "x\n".repeat(5_000));
     assert_eq!(
         c.metadata, None,
         "a hook's oversized metadata is dropped too"
@@ -572,15 +577,19 @@ async fn r19_outcomes_carry_exact_ids_and_errors_keep_the_last_progress() {
         .await;
     assert_eq!(s.context, ctx);
     assert_eq!(completed(&s).content, [ContentPart::text("hi")]);
+    let next = toolhost::CallContext {
+        call_id: "toolu_43".into(),
+        ..ctx.clone()
+    };
     let s = snapshot
-        .settle(Call::new("fail", r#"{"message":"it broke"}"#, ctx.clone()))
+        .settle(Call::new("fail", r#"{"message":"it broke"}"#, next.clone()))
         .await;
     let (message, kind, partial) = error(&s);
     assert_eq!((message, kind), ("it broke", ErrorKind::ToolFailure));
     assert_eq!(partial, Some(&json!({"stage": "before-failure"})));
     let outcomes = sink.outcomes.lock().unwrap();
     assert_eq!(outcomes.len(), 2);
-    assert!(outcomes.iter().all(|o| o.context == ctx));
+    assert_eq!((&outcomes[0].context, &outcomes[1].context), (&ctx, &next));
     assert_eq!(outcomes[1].outcome.status(), "error");
 }
 
@@ -634,33 +643,40 @@ async fn r24_progress_reaches_the_sink_while_the_call_runs() {
     assert_eq!(outcomes.len(), 1, "progress came before the one outcome");
 }
 
-#[test]
-fn r16_retained_outputs_older_than_the_retention_age_are_removed() {
-    let outputs = tempfile::tempdir().unwrap();
-    let old = outputs.path().join("0123456789abcdef0123456789abcdef.txt");
-    let fresh = outputs.path().join("fedcba9876543210fedcba9876543210.txt");
-    let unrelated = outputs.path().join("keep-me.log");
-    for path in [&old, &fresh, &unrelated] {
-        std::fs::write(path, "retained").unwrap();
-    }
-    let eight_days_ago =
-        std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
-    for path in [&old, &unrelated] {
-        std::fs::File::options()
-            .write(true)
-            .open(path)
-            .unwrap()
-            .set_modified(eight_days_ago)
-            .unwrap();
-    }
-    // Building a host cleans outputs past the retention age (default 7 days).
-    let _host = builder(&outputs).build().unwrap();
-    assert!(!old.exists(), "expired output removed");
-    assert!(fresh.exists(), "recent output kept");
-    assert!(
-        unrelated.exists(),
-        "files that are not retained outputs are left alone"
+#[tokio::test]
+async fn r16_retained_outputs_older_than_the_retention_age_are_removed() {
+    let state = tempfile::tempdir().unwrap();
+    let week = builder(&state).build().unwrap();
+    let location = week.location("/r16-age");
+    let _a = load(&location, BULK_OUTPUT).await;
+    let old = settle(&location.snapshot(), "generate", json!({"bytes": 100_000})).await;
+    assert_eq!(retained(&week, &old, 0).await.len(), 100_000);
+    let written = std::time::SystemTime::now();
+    // Once the store's millisecond clock has moved on, an output retained
+    // by a host that keeps outputs for no time at all expires the old one.
+    toolhost_tests::eventually("the clock to move on", || {
+        written
+            .elapsed()
+            .is_ok_and(|e| e >= std::time::Duration::from_millis(2))
+    })
+    .await;
+    let now = builder(&state)
+        .retention(std::time::Duration::ZERO)
+        .build()
+        .unwrap();
+    let location = now.location("/r16-age");
+    let _b = load(&location, BULK_OUTPUT).await;
+    let fresh = settle(&location.snapshot(), "generate", json!({"bytes": 100_000})).await;
+    assert_eq!(
+        retained(&now, &fresh, 0).await.len(),
+        100_000,
+        "the new one is kept"
     );
+    let Outcome::Completed(c) = &old.outcome else {
+        unreachable!()
+    };
+    let expired = now.retained(&old.context.session_id, &c.retained[0].reference);
+    assert_eq!(expired.await.unwrap(), None, "the expired one is gone");
 }
 
 #[tokio::test]
@@ -700,7 +716,7 @@ async fn r16_bounds_are_configurable_per_plugin_and_per_tool() {
     let s = settle(&snapshot, "default_bounds", json!({})).await;
     assert!(completed(&s).retained.is_empty());
     let s = settle(&snapshot, "small_bounds", json!({})).await;
-    assert_eq!(retained_text(completed(&s)), fifty_lines);
+    assert_eq!(retained_text(&host, &s).await, fifty_lines);
     assert!(within(&text(&s), &small));
 }
 

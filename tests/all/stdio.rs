@@ -35,7 +35,7 @@ impl Served {
             .arg("serve")
             .args(args)
             .arg("--no-cache")
-            .arg("--output-dir")
+            .arg("--state-dir")
             .arg(dir.join("outputs"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::process::Output;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::json;
 use toolhost::{Call, CallContext, Host, HostBuilder, Settlement, Snapshot, Tool, ToolResponse};
@@ -19,25 +20,29 @@ pub use wait::{Recorded, Recorder, eventually, wait_until, within};
 
 include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
 
-/// A host builder for tests: outputs in a fresh temporary directory, no
-/// compile cache.
-pub fn builder(outputs: &tempfile::TempDir) -> HostBuilder {
-    Host::builder().output_dir(outputs.path())
+/// A host builder for tests: its state (the embedded store) in a fresh
+/// temporary directory, no compile cache.
+pub fn builder(state: &tempfile::TempDir) -> HostBuilder {
+    Host::builder().state_dir(state.path())
 }
 
-/// A host for tests, with its temporary output directory.
+/// A host for tests, with its temporary state directory.
 pub fn host() -> (Host, tempfile::TempDir) {
     let outputs = tempfile::tempdir().expect("temp dir");
     let host = builder(&outputs).build().expect("host builds");
     (host, outputs)
 }
 
-/// A call context whose ids all derive from `call`.
+/// A call context whose ids derive from `call`, its message id unique in
+/// this process: the store replays ids it has an outcome for, so each call
+/// made with this context runs.
 pub fn context(call: &str) -> CallContext {
+    static MESSAGES: AtomicU64 = AtomicU64::new(0);
+    let message = MESSAGES.fetch_add(1, Ordering::Relaxed);
     CallContext {
         session_id: format!("ses-{call}"),
         agent: "tester".into(),
-        message_id: format!("msg-{call}"),
+        message_id: format!("msg-{call}-{message}"),
         call_id: call.into(),
     }
 }
@@ -47,6 +52,19 @@ pub async fn settle(snapshot: &Snapshot, tool: &str, input: serde_json::Value) -
     snapshot
         .settle(Call::new(tool, input.to_string(), context(tool)))
         .await
+}
+
+/// The full text retained as part `i` of a completed `settlement`, read
+/// back from `host`'s store as the call's session.
+pub async fn retained(host: &Host, settlement: &Settlement, i: usize) -> String {
+    let toolhost::Outcome::Completed(completed) = &settlement.outcome else {
+        panic!("not completed: {:?}", settlement.outcome)
+    };
+    let reference = &completed.retained[i].reference;
+    host.retained(&settlement.context.session_id, reference)
+        .await
+        .expect("the store reads")
+        .unwrap_or_else(|| panic!("{reference} is kept"))
 }
 
 /// Loads and activates `plugin` (a path constant above) with default options.

@@ -14,8 +14,8 @@ use anyhow::{Context, Result, bail};
 const LAYERS: &[(&str, &[&str])] = &[
     ("model types", &["model"]),
     (
-        "errors, bounded file reading, permission rules",
-        &["error", "files", "permission"],
+        "errors, bounded file reading, the store, permission rules",
+        &["error", "files", "store", "permission"],
     ),
     (
         "configuration: plugin options, grants, HTTP grants and blocked networks, compile limits, MCP servers",

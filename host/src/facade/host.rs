@@ -16,13 +16,12 @@ use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, HttpLimits, OutputBounds
 use crate::model::event::EventSink;
 use crate::model::hook::AfterHook;
 use crate::net::tls::client_config;
-use crate::output::retain::{
-    DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA, OutputStore, default_output_dir,
-};
+use crate::output::retain::{DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA, Retention};
 use crate::permission::{Policy, Rules};
 use crate::registry::placement::{Level, Placement};
 use crate::registry::snapshot::Overlay;
 use crate::settle::pipeline::Pipeline;
+use crate::store::{Store, StoreError, StoreSlot, default_state_dir};
 use crate::wasm::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};
 use crate::wasm::engine::{DEFAULT_MAX_INSTANCES, Runtime};
 use crate::wasm::load::{Loader, Plugin, PluginDefaults};
@@ -35,7 +34,8 @@ pub struct HostBuilder {
     concurrency: usize,
     max_instances: u32,
     bounds: OutputBounds,
-    output_dir: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    store: Option<StoreSlot>,
     retention: Duration,
     retention_quota: u64,
     cache_dir: Option<PathBuf>,
@@ -57,7 +57,8 @@ impl fmt::Debug for HostBuilder {
             .field("concurrency", &self.concurrency)
             .field("max_instances", &self.max_instances)
             .field("bounds", &self.bounds)
-            .field("output_dir", &self.output_dir)
+            .field("state_dir", &self.state_dir)
+            .field("store", &self.store)
             .field("cache_dir", &self.cache_dir)
             .field("cache_limit", &self.cache_limit)
             .field("code_mode", &self.interpreter.is_some())
@@ -72,7 +73,8 @@ impl Default for HostBuilder {
             concurrency: DEFAULT_CONCURRENCY,
             max_instances: DEFAULT_MAX_INSTANCES,
             bounds: OutputBounds::default(),
-            output_dir: None,
+            state_dir: None,
+            store: None,
             retention: DEFAULT_RETENTION,
             retention_quota: DEFAULT_RETENTION_QUOTA,
             cache_dir: None,
@@ -121,12 +123,32 @@ impl HostBuilder {
         self
     }
 
-    /// Where oversized outputs are retained: a directory of this user's,
-    /// created 0700 (files 0600), never a symlink. Default:
-    /// `$XDG_STATE_HOME/toolhost/outputs`, else
-    /// `~/.local/state/toolhost/outputs`.
-    pub fn output_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.output_dir = Some(dir.into());
+    /// The host's state directory, home of the embedded store (an SQLite
+    /// file, `store.sqlite3`) that keeps outcomes, events, retained outputs
+    /// and saved answers when no [`store`](HostBuilder::store) is given: a
+    /// directory of this user's, created 0700, never a symlink, opened when
+    /// the first call needs it. Default: `$XDG_STATE_HOME/toolhost`, else
+    /// `~/.local/state/toolhost`.
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// Keeps outcomes, events, retained outputs and saved answers in
+    /// `store` (e.g. a [`SqlStore`](crate::store::SqlStore) on Postgres that replicas share)
+    /// instead of the embedded store. Default: the embedded store in the
+    /// [state directory](HostBuilder::state_dir).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(StoreSlot::Given(store));
+        self
+    }
+
+    /// No store at all: nothing is recorded or replayed and an oversized
+    /// output fails its call. For benchmarks of the pipeline alone.
+    #[cfg(feature = "bench")]
+    #[doc(hidden)]
+    pub fn without_store(mut self) -> Self {
+        self.store = Some(StoreSlot::Absent);
         self
     }
 
@@ -138,8 +160,8 @@ impl HostBuilder {
         self
     }
 
-    /// How long retained outputs are kept; older ones are removed when the
-    /// host is built. Default: 7 days.
+    /// How long retained outputs are kept; older ones are removed as new
+    /// ones are retained. Default: 7 days.
     pub fn retention(mut self, age: Duration) -> Self {
         self.retention = age;
         self
@@ -231,7 +253,8 @@ impl HostBuilder {
         self
     }
 
-    /// Builds the host: configures the engine and opens the output directory.
+    /// Builds the host: configures the engine. Nothing touches the store
+    /// until a call needs it.
     ///
     /// With the `mcp` feature it also makes ring rustls's process-wide
     /// crypto provider if no other is installed: reqwest (the HTTP client of
@@ -252,16 +275,9 @@ impl HostBuilder {
             .interpreter
             .map(|wasm| CodeMode::new(&runtime, &wasm).map(Arc::new))
             .transpose()?;
-        let output_dir = self.output_dir.unwrap_or_else(default_output_dir);
-        // A broken output directory fails only calls that need retention,
-        // with a clear operational error, not the whole host.
-        let outputs = OutputStore::open(&output_dir, self.retention_quota)
-            .map_err(|e| format!("{}: {e}", output_dir.display()));
-        if let Ok(store) = &outputs
-            && let Err(e) = store.clean(self.retention)
-        {
-            tracing::warn!("cannot clean old outputs in {}: {e}", output_dir.display());
-        }
+        let store = Arc::new(self.store.unwrap_or_else(|| {
+            StoreSlot::embedded(self.state_dir.unwrap_or_else(default_state_dir))
+        }));
         Ok(Host {
             inner: Arc::new(HostInner {
                 loader: Arc::new(Loader {
@@ -269,7 +285,7 @@ impl HostBuilder {
                     defaults: PluginDefaults {
                         budget: self.budget,
                         concurrency: self.concurrency,
-                        policy: Policy::new(self.rules, self.approver),
+                        policy: Policy::new(self.rules, self.approver, store.clone()),
                         http_limits: self.http_limits,
                         tls: client_config(&self.http_roots)?,
                     },
@@ -277,7 +293,11 @@ impl HostBuilder {
                 pipeline: Arc::new(Pipeline {
                     budget: self.budget,
                     bounds: self.bounds,
-                    outputs,
+                    store,
+                    retention: Retention {
+                        quota: self.retention_quota,
+                        age: self.retention,
+                    },
                     sink: self.sink,
                     hooks: self.hooks,
                 }),
@@ -372,13 +392,16 @@ impl Host {
         )
     }
 
-    /// The file behind a retained-output reference from a bounding marker.
-    pub fn retained_output(&self, reference: &str) -> Option<PathBuf> {
-        self.inner
-            .pipeline
-            .outputs
-            .as_ref()
-            .ok()?
-            .resolve(reference)
+    /// The full text behind a retained-output reference from a bounding
+    /// marker (`toolhost-output:<id>`, or the bare id), if `scope` (the
+    /// session of the call that produced it, unless the call set
+    /// [`Call::with_output_scope`](crate::Call::with_output_scope)) may read
+    /// it and the store still keeps it.
+    pub async fn retained(
+        &self,
+        scope: &str,
+        reference: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.inner.pipeline.retained(scope, reference).await
     }
 }

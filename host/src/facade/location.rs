@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::code::{CodeMode, with_execute};
@@ -16,6 +16,7 @@ use crate::registry::placement::{Level, Placement, Registration, RegistrationErr
 use crate::registry::scope::Scope;
 use crate::registry::snapshot::{CatalogEntry, Overlay, SnapshotOptions};
 use crate::settle::pipeline::Pipeline;
+use crate::store::StoreError;
 use crate::wasm::activation::Activation;
 use crate::wasm::load::{Loader, Plugin};
 
@@ -219,10 +220,27 @@ impl Location {
         self.overlay.effective(name)
     }
 
-    /// The file behind a retained-output reference from a bounding marker
-    /// (`toolhost-output:<id>`), if it is still kept.
-    pub fn retained_output(&self, reference: &str) -> Option<PathBuf> {
-        self.pipeline.outputs.as_ref().ok()?.resolve(reference)
+    /// The full text behind a retained-output reference, if `scope` may
+    /// read it; as [`Host::retained`](crate::Host::retained).
+    pub async fn retained(
+        &self,
+        scope: &str,
+        reference: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.pipeline.retained(scope, reference).await
+    }
+
+    /// The ids and sizes of the retained outputs `scope` may read, newest
+    /// first.
+    #[cfg(feature = "mcp")]
+    pub(crate) async fn retained_list(
+        &self,
+        scope: &str,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        match self.pipeline.store.get().await? {
+            Some(store) => store.outputs_of(scope).await,
+            None => Ok(Vec::new()),
+        }
     }
 
     /// A snapshot for one model request (R8).

@@ -225,7 +225,8 @@ impl Handler {
             input,
             self.call_context(context, scope.session.clone()),
         )
-        .with_cancel(cancel.clone());
+        .with_cancel(cancel.clone())
+        .with_output_scope(scope.outputs.clone());
         if self
             .shared
             .ask_clients
@@ -279,7 +280,7 @@ impl Handler {
             }
         };
         match step {
-            Some(Step::Done(settlement)) => self.finish(started, *settlement, scope).await,
+            Some(Step::Done(settlement)) => self.finish(started, *settlement).await,
             Some(Step::Refused) => Err(Admitted::refusal()),
             Some(Step::Input(question)) => {
                 let handle = uuid::Uuid::new_v4().simple().to_string();
@@ -345,7 +346,6 @@ impl Handler {
         &self,
         started: Started,
         settlement: Settlement,
-        scope: &RequestScope,
     ) -> Result<CallToolResponse, ErrorData> {
         if let Some(task) = started.progress {
             let _ = tokio::time::timeout(PROGRESS_FLUSH, task).await;
@@ -356,12 +356,6 @@ impl Handler {
             && self.shared.admission.stopping.is_cancelled()
         {
             return Err(stopping(&settlement));
-        }
-        if let Outcome::Completed(c) = &settlement.outcome {
-            for retained in &c.retained {
-                let id = output::id_of_reference(&retained.reference);
-                self.shared.record_output(&scope.outputs, id);
-            }
         }
         let mut result =
             results::call_result(&settlement, started.output_schema.as_ref(), started.legacy)?;
@@ -430,7 +424,9 @@ impl ServerHandler for Handler {
         let scope = self.scope(&context);
         if request.name == READ_OUTPUT {
             let arguments = Value::Object(request.arguments.unwrap_or_default());
-            return output::read_output(&self.shared, &scope.outputs, &arguments).map(Into::into);
+            return output::read_output(&self.shared, &scope.outputs, &arguments)
+                .await
+                .map(Into::into);
         }
         if let Some(handle) = request.request_state.clone() {
             return self
@@ -449,10 +445,9 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let scope = self.scope(&context);
-        Ok(ListResourcesResult::with_all_items(output::resources(
-            &self.shared,
-            &scope.outputs,
-        )))
+        Ok(ListResourcesResult::with_all_items(
+            output::resources(&self.shared, &scope.outputs).await?,
+        ))
     }
 
     async fn read_resource(
@@ -461,7 +456,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let scope = self.scope(&context);
-        let contents = output::read_resource(&self.shared, &scope.outputs, &request.uri)?;
+        let contents = output::read_resource(&self.shared, &scope.outputs, &request.uri).await?;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 

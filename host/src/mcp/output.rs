@@ -2,7 +2,6 @@
 //! resource `toolhost://output/<id>` and the built-in `read_output` tool,
 //! which pages through it by lines within the model's bounds.
 
-use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData, Resource, ResourceContents};
@@ -46,32 +45,23 @@ fn id_of(given: &str) -> &str {
         .unwrap_or(given)
 }
 
-/// The id of a retained output's reference (`toolhost-output:<id>`).
-pub(crate) fn id_of_reference(reference: &str) -> String {
-    id_of(reference).to_owned()
-}
-
-/// The file of `id`, if `session` produced it and it is still kept.
-fn file_of(shared: &Shared, session: &str, id: &str) -> Result<std::path::PathBuf, ErrorData> {
-    let missing = || {
+/// The text of `id`, if `scope` produced it and the store still keeps it.
+async fn text_of(shared: &Shared, scope: &str, id: &str) -> Result<String, ErrorData> {
+    let text = shared.location.retained(scope, id).await.map_err(|e| {
+        ErrorData::internal_error(format!("cannot read the retained output: {e}"), None)
+    })?;
+    text.ok_or_else(|| {
         ErrorData::resource_not_found(
             format!("no retained output `{id}` in this session; it may have expired"),
             None,
         )
-    };
-    if !shared.may_read(session, id) {
-        return Err(missing());
-    }
-    shared
-        .location
-        .retained_output(&format!("{REFERENCE_PREFIX}{id}"))
-        .ok_or_else(missing)
+    })
 }
 
 /// `read_output {id, offset, limit}`.
-pub(crate) fn read_output(
+pub(crate) async fn read_output(
     shared: &Shared,
-    session: &str,
+    scope: &str,
     arguments: &Value,
 ) -> Result<CallToolResult, ErrorData> {
     let Some(id) = arguments["id"].as_str().map(id_of) else {
@@ -83,59 +73,47 @@ pub(crate) fn read_output(
     let limit = arguments["limit"]
         .as_u64()
         .map_or(DEFAULT_MAX_LINES, |l| (l as usize).min(DEFAULT_MAX_LINES));
-    let file = file_of(shared, session, id)?;
-    let (text, next) = lines(&file, offset, limit).map_err(|e| {
-        ErrorData::internal_error(format!("cannot read the retained output: {e}"), None)
-    })?;
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    let text = text_of(shared, scope, id).await?;
+    let (page, next) = lines(&text, offset, limit);
+    let mut result = CallToolResult::success(vec![ContentBlock::text(page)]);
     result.structured_content = Some(json!({"offset": offset, "next_offset": next}));
     Ok(result)
 }
 
-/// Lines `offset..offset + limit` of `file`, within the model's byte bound,
-/// and where the next page starts (none at the end).
-fn lines(
-    file: &std::path::Path,
-    offset: usize,
-    limit: usize,
-) -> std::io::Result<(String, Option<usize>)> {
-    let mut reader = BufReader::new(std::fs::File::open(file)?);
-    let mut line = Vec::new();
-    let mut index = 0;
-    let mut page = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok((String::from_utf8_lossy(&page).into_owned(), None));
+/// Lines `offset..offset + limit` of `text`, within the model's byte
+/// bound, and where the next page starts (none at the end).
+fn lines(text: &str, offset: usize, limit: usize) -> (String, Option<usize>) {
+    let mut page = String::new();
+    for (index, line) in text.split_inclusive('\n').enumerate().skip(offset) {
+        let full = index - offset >= limit || page.len() + line.len() > DEFAULT_MAX_BYTES;
+        if full && index > offset {
+            return (page, Some(index));
         }
-        if index >= offset {
-            let full = index - offset >= limit || page.len() + line.len() > DEFAULT_MAX_BYTES;
-            if full && index > offset {
-                return Ok((String::from_utf8_lossy(&page).into_owned(), Some(index)));
-            }
-            page.extend_from_slice(&line);
-        }
-        index += 1;
+        page.push_str(line);
     }
+    (page, None)
 }
 
-/// `resources/list`: the session's retained outputs.
-pub(crate) fn resources(shared: &Shared, session: &str) -> Vec<Resource> {
-    shared
-        .outputs_of(session)
+/// `resources/list`: the scope's retained outputs, newest first.
+pub(crate) async fn resources(shared: &Shared, scope: &str) -> Result<Vec<Resource>, ErrorData> {
+    let listed = shared.location.retained_list(scope).await.map_err(|e| {
+        ErrorData::internal_error(format!("cannot list the retained outputs: {e}"), None)
+    })?;
+    Ok(listed
         .into_iter()
-        .map(|id| {
+        .map(|(id, bytes)| {
             let mut resource = Resource::new(format!("{URI_PREFIX}{id}"), format!("output {id}"));
             resource.mime_type = Some("text/plain".into());
+            resource.size = Some(bytes);
             resource
         })
-        .collect()
+        .collect())
 }
 
 /// `resources/read` of `toolhost://output/<id>`: the whole text.
-pub(crate) fn read_resource(
+pub(crate) async fn read_resource(
     shared: &Shared,
-    session: &str,
+    scope: &str,
     uri: &str,
 ) -> Result<ResourceContents, ErrorData> {
     let Some(id) = uri.strip_prefix(URI_PREFIX) else {
@@ -144,9 +122,6 @@ pub(crate) fn read_resource(
             None,
         ));
     };
-    let file = file_of(shared, session, id)?;
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        ErrorData::internal_error(format!("cannot read the retained output: {e}"), None)
-    })?;
+    let text = text_of(shared, scope, id).await?;
     Ok(ResourceContents::text(text, uri))
 }

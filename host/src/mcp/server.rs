@@ -3,7 +3,7 @@
 //! permission answer, the peers to tell when the tools change, the calls it
 //! took on, and the HTTP sessions with who made them.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -32,10 +32,6 @@ pub const PERMISSION_ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 /// (see [`McpServer::loading`]); then they see what has loaded, and clients
 /// hear of the rest as a tool-list change.
 pub const MAX_LOADING_WAIT: Duration = Duration::from_secs(60);
-
-/// Sessions whose retained outputs the server remembers; the oldest are
-/// forgotten first (their outputs stay on disk until retention ends).
-const MAX_SESSIONS_WITH_OUTPUTS: usize = 4096;
 
 /// Why the server could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -83,8 +79,6 @@ pub(crate) struct Shared {
     bridges: Mutex<Vec<McpConnection>>,
     /// The MCP servers each session gets its own of.
     pub(crate) session_sources: SessionSources,
-    /// Retained-output ids each session produced: only it may read them.
-    outputs: Mutex<SessionOutputs>,
     /// Calls suspended in a permission question, by their handle.
     pub(crate) pending: Mutex<HashMap<String, Pending>>,
     /// 2025 peers, told when the tool list changes, by their handler.
@@ -124,13 +118,6 @@ pub(crate) struct HandlerMark {
     session: std::sync::OnceLock<String>,
 }
 
-/// Retained-output ids by session, oldest session first.
-#[derive(Default)]
-struct SessionOutputs {
-    ids: HashMap<String, HashSet<String>>,
-    order: VecDeque<String>,
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section is a plain insert, remove or lookup.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
@@ -146,7 +133,6 @@ impl McpServer {
                 plugins: Mutex::default(),
                 bridges: Mutex::default(),
                 session_sources: SessionSources::default(),
-                outputs: Mutex::default(),
                 pending: Mutex::default(),
                 peers: Mutex::default(),
                 handlers: AtomicU64::new(0),
@@ -300,51 +286,12 @@ impl Shared {
         lock(&self.peers).insert(mark.serial, peer);
     }
 
-    /// Forgets what `session` left behind: its readable outputs and its
-    /// per-session servers.
+    /// Forgets what `session` left behind: its binding and its per-session
+    /// servers. Its retained outputs stay in the store until retention
+    /// ends.
     fn forget_session(&self, session: &str) {
         self.bindings.forget(session);
-        let mut outputs = lock(&self.outputs);
-        if outputs.ids.remove(session).is_some() {
-            outputs.order.retain(|s| s != session);
-        }
-        drop(outputs);
         self.session_sources.forget(session);
-    }
-
-    /// Remembers that `session` produced the retained output `id`.
-    pub(crate) fn record_output(&self, session: &str, id: String) {
-        let mut outputs = lock(&self.outputs);
-        if !outputs.ids.contains_key(session) {
-            if outputs.order.len() >= MAX_SESSIONS_WITH_OUTPUTS
-                && let Some(oldest) = outputs.order.pop_front()
-            {
-                outputs.ids.remove(&oldest);
-            }
-            outputs.order.push_back(session.to_owned());
-        }
-        outputs
-            .ids
-            .entry(session.to_owned())
-            .or_default()
-            .insert(id);
-    }
-
-    /// Whether `session` may read the retained output `id`.
-    pub(crate) fn may_read(&self, session: &str, id: &str) -> bool {
-        lock(&self.outputs)
-            .ids
-            .get(session)
-            .is_some_and(|ids| ids.contains(id))
-    }
-
-    /// The retained-output ids of `session`.
-    pub(crate) fn outputs_of(&self, session: &str) -> Vec<String> {
-        lock(&self.outputs)
-            .ids
-            .get(session)
-            .map(|ids| ids.iter().cloned().collect())
-            .unwrap_or_default()
     }
 
     pub(crate) fn take_pending(&self, handle: &str) -> Option<Pending> {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Fuel units between async yields of a running guest. About tens of
 /// microseconds of guest work: cancellation and deadlines take effect well
@@ -159,7 +159,7 @@ impl Default for HttpLimits {
 }
 
 /// Which limit stopped a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Limit {
     /// The fuel budget ran out.
@@ -171,7 +171,7 @@ pub enum Limit {
 }
 
 /// What a call consumed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Fuel burned (0 for native tools).
     pub fuel_used: u64,
@@ -194,9 +194,14 @@ pub struct Usage {
 mod millis {
     use std::time::Duration;
 
-    use serde::Serializer;
+    use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64() * 1000.0)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let millis = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(millis / 1000.0).map_err(serde::de::Error::custom)
     }
 }

@@ -31,6 +31,9 @@ pub struct Call {
     /// Also receives this call's progress events, besides the host's sink.
     /// Default: none.
     pub events: Option<Arc<dyn EventSink>>,
+    /// Who may read the outputs this call retains. Default: the call's
+    /// session ([`CallContext::session_id`]).
+    pub output_scope: Option<String>,
 }
 
 impl fmt::Debug for Call {
@@ -56,6 +59,7 @@ impl Call {
             cancel: CancellationToken::new(),
             approver: None,
             events: None,
+            output_scope: None,
         }
     }
 
@@ -75,6 +79,20 @@ impl Call {
     pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Call {
         self.approver = Some(approver);
         self
+    }
+
+    /// The same call, its retained outputs readable by `scope` instead of
+    /// its session (a front door whose sessions are per request).
+    pub fn with_output_scope(mut self, scope: impl Into<String>) -> Call {
+        self.output_scope = Some(scope.into());
+        self
+    }
+
+    /// Who may read the outputs this call retains.
+    pub(crate) fn output_scope(&self) -> &str {
+        self.output_scope
+            .as_deref()
+            .unwrap_or(&self.context.session_id)
     }
 
     /// The same call, its progress also reported to `events`.

@@ -96,8 +96,8 @@ pub(crate) struct CallEvents {
 struct ProgressInner {
     context: CallContext,
     tool: String,
-    /// The host's sink and the call's own, each if any.
-    sinks: [Option<Arc<dyn EventSink>>; 2],
+    /// The host's sink, the store's, and the call's own, each if any.
+    sinks: [Option<Arc<dyn EventSink>>; 3],
     state: Mutex<ProgressState>,
 }
 
@@ -121,13 +121,14 @@ impl CallEvents {
         context: CallContext,
         tool: String,
         host_sink: Option<Arc<dyn EventSink>>,
+        store_sink: Option<Arc<dyn EventSink>>,
         call_sink: Option<Arc<dyn EventSink>>,
     ) -> Self {
         CallEvents {
             inner: Arc::new(ProgressInner {
                 context,
                 tool,
-                sinks: [host_sink, call_sink],
+                sinks: [host_sink, store_sink, call_sink],
                 state: Mutex::default(),
             }),
         }

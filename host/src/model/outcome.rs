@@ -1,9 +1,8 @@
 //! How a call ends (R19, R20): the four outcomes and what they carry.
 
 use std::fmt;
-use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::model::budget::Usage;
@@ -14,7 +13,7 @@ use crate::model::context::CallContext;
 pub const FINAL_STEP_MESSAGE: &str = "Tools are disabled after the maximum agent steps";
 
 /// Why a call stopped without a result. Not a tool result (R20).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Interruption {
     /// The embedder cancelled it.
@@ -36,7 +35,7 @@ impl fmt::Display for Interruption {
 }
 
 /// Guest output captured during a call (R25).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Logs {
     /// Captured stdout (bounded).
     pub stdout: String,
@@ -47,7 +46,7 @@ pub struct Logs {
 }
 
 /// What a misbehaving guest did: a defect, never a tool result (R20).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum DefectKind {
@@ -93,7 +92,7 @@ impl DefectKind {
 }
 
 /// A defect, naming plugin, version and tool.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[error("plugin {plugin} {version}, tool `{tool}`: {kind}")]
 pub struct Defect {
     /// The plugin's name (`native` for native tools).
@@ -107,7 +106,7 @@ pub struct Defect {
 }
 
 /// Which part of the host failed to settle a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum FaultKind {
@@ -121,10 +120,13 @@ pub enum FaultKind {
     Hook,
     /// The event sink could not record the outcome durably (R19).
     Sink,
+    /// The store could not claim the call's ids or record its outcome
+    /// (R38).
+    Store,
 }
 
 /// A failure of the host, not of the guest: what failed and what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[error("{message}")]
 pub struct HostFault {
     /// What failed.
@@ -143,7 +145,7 @@ impl HostFault {
 }
 
 /// Who is at fault for an operational failure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Culprit {
     /// The guest misbehaved (boxed: outcomes stay small).
@@ -164,7 +166,7 @@ impl fmt::Display for Culprit {
 }
 
 /// Why a call ended in a model-visible error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -182,19 +184,19 @@ pub enum ErrorKind {
     ToolFailure,
 }
 
-/// A full output kept in the managed directory (R16).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A full output kept in the store (R16, R38), addressed only by its
+/// opaque reference: read it back with
+/// [`Host::retained`](crate::Host::retained).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetainedOutput {
     /// The opaque reference the marker gives, `toolhost-output:<id>`.
     pub reference: String,
-    /// Where the file is, for the embedder (never shown to the tool).
-    pub path: PathBuf,
     /// Its size in bytes.
     pub bytes: u64,
 }
 
 /// A completed call's canonical result (R19).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Completed {
     /// Non-empty, bounded model content.
     pub content: Vec<ContentPart>,
@@ -205,12 +207,12 @@ pub struct Completed {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     /// Full texts retained because their parts were bounded.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retained: Vec<RetainedOutput>,
 }
 
 /// How a call ended: one of exactly four outcomes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Outcome {
@@ -283,7 +285,7 @@ impl Outcome {
 }
 
 /// A settled call: its identity, outcome, usage, warnings and logs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settlement {
     /// The exact ids the runner supplied (R19).
     pub context: CallContext,
@@ -295,8 +297,12 @@ pub struct Settlement {
     /// What it consumed (R23).
     pub usage: Usage,
     /// Things dropped or ignored on the way (e.g. oversized metadata).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// Captured guest stdout/stderr (R25).
     pub logs: Logs,
+    /// The outcome was recorded by an earlier settle of the same ids and
+    /// returned from the store; nothing ran (R38).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }

@@ -5,19 +5,31 @@
 //! after it are retained together and replaced by one marker. If retention
 //! fails the call fails operationally: never a lossy success.
 
+use std::sync::Arc;
+
 use crate::model::budget::OutputBounds;
 use crate::model::content::ContentPart;
 use crate::model::outcome::{Completed, FaultKind, Outcome, RetainedOutput};
 use crate::output::preview::{
     MARKER_LINES, MARKER_ROOM, count_lines, parts_marker, preview, within,
 };
+use crate::output::retain::new_reference;
 use crate::settle::pipeline::Pipeline;
+use crate::store::Store;
 
 /// Room kept for the marker that stands for the parts after a cut.
 const PARTS_MARKER_BYTES: usize = 256;
 
-pub(super) fn bound(
-    pipeline: &Pipeline,
+/// Where bounding retains full texts: the store, for the call's scope.
+pub(super) struct Retainer<'a> {
+    pub(super) pipeline: &'a Pipeline,
+    pub(super) store: Option<&'a Arc<dyn Store>>,
+    /// Who may read them back.
+    pub(super) scope: &'a str,
+}
+
+pub(super) async fn bound(
+    retainer: &Retainer<'_>,
     completed: &mut Completed,
     bounds: &OutputBounds,
 ) -> Result<(), Outcome> {
@@ -64,7 +76,7 @@ pub(super) fn bound(
             overflow.push(text);
             continue;
         }
-        let retained = retain(pipeline, &text)?;
+        let retained = retainer.retain(&text).await?;
         kept.push(ContentPart::text(preview(
             &text,
             &room,
@@ -74,7 +86,7 @@ pub(super) fn bound(
     }
     if !overflow.is_empty() {
         let joined = overflow.join("\n");
-        let retained = retain(pipeline, &joined)?;
+        let retained = retainer.retain(&joined).await?;
         let marker = parts_marker(overflow.len(), joined.len(), &retained.reference);
         kept.push(ContentPart::text(marker));
         completed.retained.push(retained);
@@ -96,20 +108,41 @@ fn room_for(left: &OutputBounds, more_texts: bool) -> OutputBounds {
     }
 }
 
-fn retain(pipeline: &Pipeline, text: &str) -> Result<RetainedOutput, Outcome> {
-    let store = pipeline.outputs.as_ref().map_err(|e| {
-        Outcome::fault(
-            FaultKind::Retention,
-            format!("cannot retain oversized output: {e}"),
-        )
-    })?;
-    store.retain(text).map_err(|e| {
-        Outcome::fault(
-            FaultKind::Retention,
-            format!(
-                "cannot retain oversized output in {}: {e}; check that the output directory is writable",
-                store.path().display()
-            ),
-        )
-    })
+impl Retainer<'_> {
+    /// Keeps `text` in the store under a fresh reference.
+    async fn retain(&self, text: &str) -> Result<RetainedOutput, Outcome> {
+        let fault = |why: String| {
+            Outcome::fault(
+                FaultKind::Retention,
+                format!("cannot retain oversized output: {why}"),
+            )
+        };
+        let Some(store) = self.store else {
+            return Err(fault("this host has no store".into()));
+        };
+        let retention = self.pipeline.retention;
+        let bytes = text.len() as u64;
+        if bytes > retention.quota {
+            return Err(fault(format!(
+                "{bytes} bytes exceed the retention quota of {} bytes; raise `HostBuilder::retention_quota`",
+                retention.quota
+            )));
+        }
+        let (id, reference) = new_reference();
+        store
+            .retain(
+                &id,
+                self.scope,
+                text.as_bytes(),
+                retention.quota,
+                retention.age,
+            )
+            .await
+            .map_err(|e| {
+                fault(format!(
+                    "{e}; check that the store is reachable and has room"
+                ))
+            })?;
+        Ok(RetainedOutput { reference, bytes })
+    }
 }

@@ -1,22 +1,25 @@
 //! Step 3: run the tool under its budget (R20-R24) and sort how it ended:
 //! a response goes on to be checked; everything else ends the call here.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 
 use crate::model::call::Call;
 use crate::model::content::ToolResponse;
-use crate::model::event::CallEvents;
+use crate::model::event::{CallEvents, EventSink};
 use crate::model::execution::{Ended, Invocation};
 use crate::model::outcome::{Culprit, Defect, DefectKind, ErrorKind, Outcome};
 use crate::model::text::{MAX_MESSAGE_BYTES, truncate};
 use crate::model::tool::Tool;
 use crate::settle::metadata::check_metadata;
 use crate::settle::pipeline::{MAX_PARTIAL_BYTES, Pipeline, Record};
+use crate::store::{EventsToStore, Store};
 
 pub(super) async fn execute(
     pipeline: &Pipeline,
+    store: Option<&Arc<dyn Store>>,
     tool: &Tool,
     call: &Call,
     input: Value,
@@ -32,6 +35,7 @@ pub(super) async fn execute(
         call.context.clone(),
         call.tool.clone(),
         pipeline.sink.clone(),
+        store.map(|s| Arc::new(EventsToStore(s.clone())) as Arc<dyn EventSink>),
         call.events.clone(),
     );
     let execution = tool

@@ -7,12 +7,16 @@ use serde_json::Value;
 use crate::model::hook::HookCall;
 use crate::model::outcome::{FaultKind, Outcome, Settlement};
 use crate::registry::snapshot::CapturedTools;
-use crate::settle::bound;
+use crate::settle::bound::{self, Retainer};
 use crate::settle::content::check;
 use crate::settle::metadata::check_metadata;
-use crate::settle::pipeline::Pipeline;
 
-pub(super) fn run(pipeline: &Pipeline, tools: &CapturedTools, settlement: &mut Settlement) {
+pub(super) async fn run(
+    retainer: &Retainer<'_>,
+    tools: &CapturedTools,
+    settlement: &mut Settlement,
+) {
+    let pipeline = retainer.pipeline;
     let bounds = tools
         .tools
         .get(&settlement.tool)
@@ -39,7 +43,11 @@ pub(super) fn run(pipeline: &Pipeline, tools: &CapturedTools, settlement: &mut S
                 ),
             )
         });
-        if let Err(failed) = checked.and_then(|()| bound::bound(pipeline, completed, &bounds)) {
+        let bounded = match checked {
+            Ok(()) => bound::bound(retainer, completed, &bounds).await,
+            Err(failed) => Err(failed),
+        };
+        if let Err(failed) = bounded {
             settlement.outcome = failed;
         }
     }

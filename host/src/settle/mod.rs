@@ -5,6 +5,7 @@
 //! `Result<_, Outcome>`: an `Err` is how the call ends.
 
 mod bound;
+mod claim;
 pub(crate) mod content;
 mod execute;
 mod hooks;
@@ -20,15 +21,41 @@ use std::time::Instant;
 use crate::model::call::Call;
 use crate::model::outcome::{Completed, Outcome, Settlement};
 use crate::registry::snapshot::CapturedTools;
+use crate::settle::bound::Retainer;
+use crate::settle::claim::{Claimed, store_fault};
 use crate::settle::pipeline::{Pipeline, Record};
 
 /// Settles one call against captured tools; never fails as a whole: every
-/// way a call can end is an [`Outcome`], published to the sink before this
-/// returns.
+/// way a call can end is an [`Outcome`], recorded in the store and
+/// published to the sink before this returns. Ids the store has an outcome
+/// for replay it, and nothing runs.
 pub(crate) async fn settle(pipeline: &Pipeline, tools: &CapturedTools, call: Call) -> Settlement {
+    let store = match pipeline.store.get().await {
+        Ok(store) => store.cloned(),
+        Err(e) => {
+            let outcome = store_fault(&call.tool, "open the store", &e);
+            return ended(pipeline, call, outcome).await;
+        }
+    };
+    if let Some(store) = &store {
+        match claim::claim(store, pipeline, tools, &call).await {
+            Ok(Claimed::Run) => {}
+            Ok(Claimed::Replay(mut settlement)) => {
+                settlement.replayed = true;
+                return *settlement;
+            }
+            Err(outcome) => return ended(pipeline, call, outcome).await,
+        }
+    }
+    let scope = call.output_scope().to_owned();
+    let retainer = Retainer {
+        pipeline,
+        store: store.as_ref(),
+        scope: &scope,
+    };
     let started = Instant::now();
     let mut record = Record::default();
-    let outcome = match run(pipeline, tools, &call, started, &mut record).await {
+    let outcome = match run(&retainer, tools, &call, started, &mut record).await {
         Ok(completed) => Outcome::Completed(completed),
         Err(outcome) => outcome,
     };
@@ -39,28 +66,50 @@ pub(crate) async fn settle(pipeline: &Pipeline, tools: &CapturedTools, call: Cal
         usage: record.usage,
         warnings: record.warnings,
         logs: record.logs,
+        replayed: false,
     };
-    hooks::run(pipeline, tools, &mut settlement);
+    hooks::run(&retainer, tools, &mut settlement).await;
+    if let Some(store) = &store {
+        publish::record(store, &mut settlement).await;
+    }
+    publish::publish(pipeline, &mut settlement).await;
+    settlement
+}
+
+/// A call that ended before it ran (the store failed, or it was cancelled
+/// while waiting for its ids): published to the sink, not recorded.
+async fn ended(pipeline: &Pipeline, call: Call, outcome: Outcome) -> Settlement {
+    let mut settlement = Settlement {
+        context: call.context,
+        tool: call.tool,
+        outcome,
+        usage: Default::default(),
+        warnings: Vec::new(),
+        logs: Default::default(),
+        replayed: false,
+    };
     publish::publish(pipeline, &mut settlement).await;
     settlement
 }
 
 /// The steps up to a bounded, completed result.
 async fn run(
-    pipeline: &Pipeline,
+    retainer: &Retainer<'_>,
     tools: &CapturedTools,
     call: &Call,
     started: Instant,
     record: &mut Record,
 ) -> Result<Completed, Outcome> {
+    let pipeline = retainer.pipeline;
     let tool = resolve::resolve(tools, &call.tool)?;
     let input = input::decode(tool, call)?;
-    let response = execute::execute(pipeline, tool, call, input, started, record).await?;
+    let response =
+        execute::execute(pipeline, retainer.store, tool, call, input, started, record).await?;
     let bounds = tool.bounds().unwrap_or(pipeline.bounds);
     let output = response.output.as_ref();
     output::check_size(tool, &call.tool, output, bounds.max_machine_output)?;
     output::check(tool, &call.tool, output)?;
     let mut completed = content::normalize(tool, &call.tool, response, &mut record.warnings)?;
-    bound::bound(pipeline, &mut completed, &bounds)?;
+    bound::bound(retainer, &mut completed, &bounds).await?;
     Ok(completed)
 }

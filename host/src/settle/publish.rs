@@ -1,9 +1,21 @@
-//! Step 8: publish the outcome to the event sink and wait until it is
-//! durable (R19). A sink that cannot record it turns the settlement into an
-//! operational fault naming the sink: an unrecorded outcome is not settled.
+//! Step 8: record the outcome in the store under the call's claim (R38),
+//! then publish it to the event sink, waiting until each is durable (R19).
+//! A store or sink that cannot record it turns the settlement into an
+//! operational fault naming it: an unrecorded outcome is not settled.
+
+use std::sync::Arc;
 
 use crate::model::outcome::{FaultKind, Outcome, Settlement};
+use crate::settle::claim::store_fault;
 use crate::settle::pipeline::Pipeline;
+use crate::store::Store;
+
+pub(super) async fn record(store: &Arc<dyn Store>, settlement: &mut Settlement) {
+    if let Err(e) = store.record(settlement).await {
+        let doing = "record its outcome (the tool ran, but its outcome is not durable)";
+        settlement.outcome = store_fault(&settlement.tool, doing, &e);
+    }
+}
 
 pub(super) async fn publish(pipeline: &Pipeline, settlement: &mut Settlement) {
     let Some(sink) = &pipeline.sink else {

@@ -5,10 +5,11 @@
 //!
 //! The host implements the newest kept world: its imports, activation and
 //! calls are written against that world's bindings, re-exported here.
-//! Keeping a new version means a directory `wit/vX.Y`, a module
-//! here and an entry in [`KEPT`]; the version it replaces keeps its module,
-//! and an adapter converts between its types and the newest world's, so its
-//! plugins still load.
+//! Keeping a new version means a directory `wit/vX.Y`, a module here and an
+//! entry in [`KEPT`]; the version it replaces keeps its module, and an
+//! adapter converts between its types and the newest world's, so its
+//! plugins still load; preflight, which already finds the one kept version
+//! a plugin is built for, then also tells the loader which bindings to use.
 
 use crate::model::approval::PermissionDenied;
 use crate::registry::placement::{Registration, RegistrationError};

@@ -1,0 +1,163 @@
+//! The store on the command line: `--store` and `--state-dir` for every
+//! command that settles calls, and the operator commands `toolhost events`
+//! (recorded outcomes, filtered) and `toolhost output` (a retained text).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::anyhow;
+use clap::Args;
+use toolhost::store::{OutcomeFilter, Recorded, SqlStore, Store, default_state_dir};
+
+use crate::units::parse_duration;
+use crate::{Failure, exit, stdio, terminal, usage};
+
+/// Where outcomes, events, retained outputs and saved answers live.
+#[derive(Args, Clone, Debug, Default)]
+pub(crate) struct StoreArgs {
+    /// The store: postgres://USER[:PASSWORD]@HOST[:PORT]/DB (shared by
+    /// replicas; add ?sslmode=require for TLS) or sqlite:PATH. Default: the
+    /// embedded store in the state directory.
+    #[arg(long, value_name = "URL", env = "TOOLHOST_STORE")]
+    store: Option<String>,
+    /// The state directory, home of the embedded store (default:
+    /// $XDG_STATE_HOME/toolhost, else ~/.local/state/toolhost).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "TOOLHOST_STATE_DIR",
+        alias = "output-dir"
+    )]
+    state_dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The store `--store` names, opened now (an unreachable one is a usage
+    /// error naming it); `None` for the embedded store, which the host
+    /// opens when a call first needs it.
+    pub(crate) async fn given(&self) -> Result<Option<Arc<dyn Store>>, Failure> {
+        let Some(url) = &self.store else {
+            return Ok(None);
+        };
+        let store = SqlStore::open(url).await.map_err(|e| usage(e.into()))?;
+        Ok(Some(Arc::new(store)))
+    }
+
+    /// The state directory `--state-dir` names, if any.
+    pub(crate) fn state_dir(&self) -> Option<&PathBuf> {
+        self.state_dir.as_ref()
+    }
+
+    /// The store to read: `--store`, else the embedded one.
+    async fn open(&self) -> Result<Arc<dyn Store>, Failure> {
+        if let Some(store) = self.given().await? {
+            return Ok(store);
+        }
+        let dir = self.state_dir.clone().unwrap_or_else(default_state_dir);
+        let store = SqlStore::embedded(&dir)
+            .await
+            .map_err(|e| usage(e.into()))?;
+        Ok(Arc::new(store))
+    }
+}
+
+/// `toolhost events`' filters.
+#[derive(Args, Clone, Debug)]
+pub(crate) struct EventsArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Only this session's outcomes.
+    #[arg(long)]
+    session: Option<String>,
+    /// Only the call with this id.
+    #[arg(long)]
+    call: Option<String>,
+    /// Only this status: completed, error, interrupted or defect.
+    #[arg(long, value_parser = ["completed", "error", "interrupted", "defect"])]
+    status: Option<String>,
+    /// Only this tool's outcomes.
+    #[arg(long)]
+    tool: Option<String>,
+    /// Only outcomes recorded within this long, e.g. 10m, 2h, 7d.
+    #[arg(long, value_parser = parse_duration)]
+    since: Option<Duration>,
+    /// At most this many, newest first.
+    #[arg(long, default_value_t = 100)]
+    limit: u32,
+    /// Print one JSON object per outcome (JSON Lines).
+    #[arg(long)]
+    json: bool,
+}
+
+/// `toolhost events`: recorded outcomes, newest first.
+pub(crate) async fn events(args: &EventsArgs) -> Result<u8, Failure> {
+    let store = args.store.open().await?;
+    let mut filter = OutcomeFilter::default();
+    filter.session = args.session.clone();
+    filter.call = args.call.clone();
+    filter.status = args.status.clone();
+    filter.tool = args.tool.clone();
+    filter.since = args.since.map(|ago| millis(SystemTime::now() - ago));
+    filter.limit = Some(args.limit);
+    let listed = store.outcomes(&filter).await.map_err(Failure::from)?;
+    for recorded in &listed {
+        let line = if args.json {
+            serde_json::to_string(recorded).map_err(anyhow::Error::from)?
+        } else {
+            terminal::line(&summary(recorded))
+        };
+        stdio::line(&line)?;
+    }
+    Ok(exit::COMPLETED)
+}
+
+/// One outcome on one line: when, status, tool, ids.
+fn summary(recorded: &Recorded) -> String {
+    let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(recorded.recorded_at).unwrap_or(0));
+    let s = &recorded.settlement;
+    format!(
+        "{}  {:<11}  {}  session={} message={} call={}",
+        humantime::format_rfc3339_millis(at),
+        s.outcome.status(),
+        s.tool,
+        s.context.session_id,
+        s.context.message_id,
+        s.context.call_id,
+    )
+}
+
+fn millis(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// `toolhost output`'s arguments.
+#[derive(Args, Clone, Debug)]
+pub(crate) struct OutputArgs {
+    /// The output's id, or its reference `toolhost-output:<id>`.
+    id: String,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// `toolhost output ID`: the retained text on stdout, raw into a pipe or
+/// file, escaped on a terminal.
+pub(crate) async fn output(args: &OutputArgs) -> Result<u8, Failure> {
+    let store = args.store.open().await?;
+    let id = args.id.strip_prefix("toolhost-output:").unwrap_or(&args.id);
+    let found = store.output(id).await.map_err(Failure::from)?;
+    let Some(found) = found else {
+        return Err(usage(anyhow!(
+            "no retained output `{}` in the store; it may have expired (`toolhost events` lists outcomes and their references)",
+            terminal::line(id)
+        )));
+    };
+    if std::io::stdout().is_terminal() {
+        stdio::write(terminal::text(&String::from_utf8_lossy(&found.text)).as_bytes())?;
+    } else {
+        stdio::write(&found.text)?;
+    }
+    Ok(exit::COMPLETED)
+}

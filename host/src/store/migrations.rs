@@ -1,0 +1,48 @@
+//! The store's schema: versioned, forward-only migrations embedded in the
+//! library and applied when a store opens (docs/store.md lists them). Each
+//! backend has its own copy of each version (types differ: BLOB/BYTEA).
+
+use std::borrow::Cow;
+
+use sqlx::SqlSafeStr as _;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+
+/// The database a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Every migration of `backend`, oldest first: (version, what, SQL).
+fn migrations(backend: Backend) -> &'static [(i64, &'static str, &'static str)] {
+    match backend {
+        Backend::Sqlite => &[(
+            1,
+            "calls, events, retained outputs, saved answers",
+            include_str!("migrations/sqlite/0001_store.sql"),
+        )],
+        Backend::Postgres => &[(
+            1,
+            "calls, events, retained outputs, saved answers",
+            include_str!("migrations/postgres/0001_store.sql"),
+        )],
+    }
+}
+
+/// The migrator of `backend`'s schema.
+pub(crate) fn migrator(backend: Backend) -> Migrator {
+    let migrations = migrations(backend)
+        .iter()
+        .map(|&(version, what, sql)| {
+            Migration::new(
+                version,
+                Cow::Borrowed(what),
+                MigrationType::Simple,
+                sql.into_sql_str(),
+                false,
+            )
+        })
+        .collect();
+    Migrator::with_migrations(migrations)
+}

@@ -1,0 +1,286 @@
+//! The store (R38): outcomes by call identity, progress and audit events,
+//! retained outputs and saved "always" answers, in one database. An
+//! embedded SQLite file by default; Postgres when replicas share it.
+//!
+//! An outcome is written exactly once per (session, message, call) ids: a
+//! settle first [claims](Store::claim) the ids, and a call whose ids
+//! already have a terminal outcome is not run again but replayed. Writes go
+//! through one writer task that commits whatever is queued in one
+//! transaction (group commit), so [`Store::record`] returns only once its
+//! outcome is durable.
+
+mod migrations;
+mod slot;
+mod sql;
+mod writer;
+
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::model::context::CallContext;
+use crate::model::outcome::Settlement;
+
+pub(crate) use slot::{EventsToStore, StoreSlot};
+pub use sql::SqlStore;
+
+/// Rows one group commit writes at most; more wait for the next.
+pub const MAX_BATCH: usize = 256;
+
+/// Writes waiting for the writer; beyond it progress events are dropped
+/// (and counted) and other writes wait.
+pub const MAX_QUEUED_WRITES: usize = 4096;
+
+/// Bytes of a retained output per stored chunk, so a large output is never
+/// one giant row in memory.
+pub const OUTPUT_CHUNK_BYTES: usize = 256 << 10;
+
+/// Retained outputs one listing names at most (`resources/list`).
+pub const MAX_LISTED_OUTPUTS: u32 = 1000;
+
+/// Events (progress, audited requests) kept; older ones are removed.
+pub const MAX_STORED_EVENTS: u64 = 1_000_000;
+
+/// A future of the store.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// The store failed; calls that needed it fail operationally, naming it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database could not be reached or opened.
+    #[error("cannot reach the store {store}: {reason}")]
+    Unreachable {
+        /// The store, its password removed.
+        store: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The database refused or lost a write or a read.
+    #[error("the store {store} failed: {reason}")]
+    Failed {
+        /// The store, its password removed.
+        store: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The URL names no store this build knows.
+    #[error(
+        "`{0}` is not a store URL; use sqlite:PATH (the embedded store) or postgres://USER@HOST/DB"
+    )]
+    BadUrl(String),
+    /// A Postgres URL, but this build has no Postgres driver.
+    #[error(
+        "this build of toolhost has no Postgres store; build the `toolhost` crate with its `postgres` feature"
+    )]
+    NoPostgres,
+    /// Another runner took over the call's ids after its claim ran out.
+    #[error("the claim on call {call} ran out and another runner took it over")]
+    ClaimLost {
+        /// The call id.
+        call: String,
+    },
+}
+
+/// What a claim on a call's ids found.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Claim {
+    /// Nobody settled these ids: this settle runs the call and records it.
+    Claimed,
+    /// These ids already have a terminal outcome: it is returned, marked
+    /// replayed, and nothing runs.
+    Replay(Box<Settlement>),
+    /// Another settle runs these ids now (here or on another replica),
+    /// until its lease ends at `until` (Unix milliseconds).
+    Running {
+        /// When its claim runs out.
+        until: i64,
+    },
+}
+
+/// An event to keep: a progress update or an audited request.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreEvent {
+    /// `progress` or `request`.
+    pub kind: &'static str,
+    /// The call it belongs to.
+    pub context: CallContext,
+    /// The event as JSON.
+    pub body: serde_json::Value,
+}
+
+/// A retained output as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredOutput {
+    /// The session that produced it.
+    pub session: String,
+    /// Its text.
+    pub text: Vec<u8>,
+}
+
+/// A recorded outcome, as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recorded {
+    /// When it was recorded, in Unix milliseconds.
+    pub recorded_at: i64,
+    /// The settlement, as its settle returned it.
+    #[serde(flatten)]
+    pub settlement: Settlement,
+}
+
+/// Which outcomes to list (`toolhost events`); every field narrows.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct OutcomeFilter {
+    /// Only this session's.
+    pub session: Option<String>,
+    /// Only calls with this id.
+    pub call: Option<String>,
+    /// Only this status (`completed`, `error`, `interrupted`, `defect`).
+    pub status: Option<String>,
+    /// Only this tool's.
+    pub tool: Option<String>,
+    /// Only outcomes recorded since this Unix millisecond.
+    pub since: Option<i64>,
+    /// At most this many, newest first. Default: 100.
+    pub limit: Option<u32>,
+}
+
+/// Where outcomes, events, retained outputs and saved answers live.
+pub trait Store: Send + Sync + fmt::Debug + 'static {
+    /// Claims `context`'s ids for one settle of `tool`, for `lease`.
+    fn claim<'a>(
+        &'a self,
+        context: &'a CallContext,
+        tool: &'a str,
+        lease: Duration,
+    ) -> StoreFuture<'a, Claim>;
+
+    /// Records a claimed call's terminal outcome; returns once it is
+    /// durable.
+    fn record<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()>;
+
+    /// Keeps an event; may drop progress when the writer falls behind.
+    fn event(&self, event: StoreEvent);
+
+    /// Keeps a retained output of `session` under `id`, evicting the
+    /// oldest outputs beyond `quota` bytes and those older than `retention`.
+    fn retain<'a>(
+        &'a self,
+        id: &'a str,
+        session: &'a str,
+        text: &'a [u8],
+        quota: u64,
+        retention: Duration,
+    ) -> StoreFuture<'a, ()>;
+
+    /// A retained output, if it is still kept.
+    fn output<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredOutput>>;
+
+    /// The ids and sizes of the outputs `scope` retained that are still
+    /// kept, newest first, at most [`MAX_LISTED_OUTPUTS`].
+    fn outputs_of<'a>(&'a self, scope: &'a str) -> StoreFuture<'a, Vec<(String, u64)>>;
+
+    /// Saves "always" answers (action, pattern) for `scope`.
+    fn save_answers<'a>(
+        &'a self,
+        scope: &'a str,
+        answers: &'a [(String, String)],
+    ) -> StoreFuture<'a, ()>;
+
+    /// The answers saved for `scope`.
+    fn answers<'a>(&'a self, scope: &'a str) -> StoreFuture<'a, Vec<(String, String)>>;
+
+    /// Recorded outcomes, newest first.
+    fn outcomes<'a>(&'a self, filter: &'a OutcomeFilter) -> StoreFuture<'a, Vec<Recorded>>;
+
+    /// Progress events the writer dropped because it fell behind.
+    fn dropped_events(&self) -> u64;
+}
+
+/// The default state directory, home of the embedded store:
+/// `$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost`; a per-user
+/// directory in the system temporary directory only when neither is known.
+pub fn default_state_dir() -> PathBuf {
+    state_dir_from(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
+}
+
+fn state_dir_from(state: Option<std::ffi::OsString>, home: Option<std::ffi::OsString>) -> PathBuf {
+    let state = state
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            home.filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        });
+    match state {
+        Some(dir) => dir.join("toolhost"),
+        None => std::env::temp_dir().join(format!("toolhost-state-{}", user_id())),
+    }
+}
+
+#[cfg(unix)]
+fn user_id() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+#[cfg(not(unix))]
+fn user_id() -> u32 {
+    0
+}
+
+/// Now, in Unix milliseconds: the store's clock, the same on every replica
+/// as far as their clocks agree.
+pub(crate) fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A URL fit for messages: its password removed.
+pub(crate) fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((credentials, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match credentials.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn r28_outputs_default_to_a_per_user_state_directory() {
+        let state = state_dir_from(Some("/state".into()), Some("/home/me".into()));
+        assert_eq!(state, Path::new("/state/toolhost"));
+        let home = state_dir_from(None, Some("/home/me".into()));
+        assert_eq!(home, Path::new("/home/me/.local/state/toolhost"));
+        let neither = state_dir_from(Some("".into()), None);
+        assert!(neither.starts_with(std::env::temp_dir()));
+        assert!(neither.to_string_lossy().contains(&user_id().to_string()));
+    }
+
+    #[test]
+    fn messages_never_show_a_password() {
+        assert_eq!(
+            redacted("postgres://tool:s3cret@db.example:5432/toolhost"),
+            "postgres://tool:***@db.example:5432/toolhost"
+        );
+        assert_eq!(redacted("postgres://tool@db/x"), "postgres://tool@db/x");
+        assert_eq!(redacted("sqlite:/var/x.db"), "sqlite:/var/x.db");
+    }
+}

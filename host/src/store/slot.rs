@@ -1,0 +1,76 @@
+//! The store a host uses: one given by the embedder, or the embedded store
+//! in the state directory, opened when first needed (so a host builds
+//! without touching the disk) and opened again after a failure.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::OnceCell;
+
+use crate::model::event::{EventSink, ProgressEvent, RequestEvent};
+use crate::store::{SqlStore, Store, StoreError, StoreEvent};
+
+/// Where a host's store comes from.
+#[derive(Debug)]
+pub(crate) enum StoreSlot {
+    /// The embedder's store.
+    Given(Arc<dyn Store>),
+    /// The embedded store in `dir`, once opened.
+    Embedded {
+        dir: PathBuf,
+        opened: OnceCell<Arc<dyn Store>>,
+    },
+    /// No store: outcomes are not recorded, ids never replay, and an
+    /// oversized output fails its call (benchmarks measure the pipeline
+    /// without one).
+    #[cfg(feature = "bench")]
+    Absent,
+}
+
+impl StoreSlot {
+    /// The embedded store in `dir`, not yet opened.
+    pub(crate) fn embedded(dir: PathBuf) -> StoreSlot {
+        StoreSlot::Embedded {
+            dir,
+            opened: OnceCell::new(),
+        }
+    }
+
+    /// The store, opening the embedded one on first use; a failed open is
+    /// tried again by the next call.
+    pub(crate) async fn get(&self) -> Result<Option<&Arc<dyn Store>>, StoreError> {
+        match self {
+            StoreSlot::Given(store) => Ok(Some(store)),
+            StoreSlot::Embedded { dir, opened } => opened
+                .get_or_try_init(|| async {
+                    let store = SqlStore::embedded(dir).await?;
+                    Ok(Arc::new(store) as Arc<dyn Store>)
+                })
+                .await
+                .map(Some),
+            #[cfg(feature = "bench")]
+            StoreSlot::Absent => Ok(None),
+        }
+    }
+}
+
+/// Progress and audited requests of a call, kept in the store.
+pub(crate) struct EventsToStore(pub(crate) Arc<dyn Store>);
+
+impl EventSink for EventsToStore {
+    fn progress(&self, event: &ProgressEvent) {
+        self.0.event(StoreEvent {
+            kind: "progress",
+            context: event.context.clone(),
+            body: serde_json::to_value(event).unwrap_or_default(),
+        });
+    }
+
+    fn request(&self, event: &RequestEvent) {
+        self.0.event(StoreEvent {
+            kind: "request",
+            context: event.context.clone(),
+            body: serde_json::to_value(event).unwrap_or_default(),
+        });
+    }
+}

@@ -1,0 +1,445 @@
+//! The store on a SQL database through sqlx: an embedded SQLite file (WAL,
+//! every commit that records an outcome synced) or Postgres, the same statements on both, writes
+//! through the one writer task, reads from the pool.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Executor as _, Row as _};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::model::context::CallContext;
+use crate::model::outcome::Settlement;
+use crate::store::migrations::{Backend, migrator};
+use crate::store::writer::{self, Counters, Write};
+use crate::store::{
+    Claim, MAX_LISTED_OUTPUTS, MAX_QUEUED_WRITES, OutcomeFilter, Recorded, Store, StoreError,
+    StoreEvent, StoreFuture, StoredOutput, now_millis, redacted,
+};
+
+/// Connections a store keeps open: the writer's and a few readers'.
+const MAX_CONNECTIONS: u32 = 8;
+
+/// How long to wait for a connection before the store counts as
+/// unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Outcomes `toolhost events` lists when no limit is given.
+const DEFAULT_LIST_LIMIT: u32 = 100;
+
+/// The file of the embedded store in its directory.
+pub(crate) const EMBEDDED_FILE: &str = "store.sqlite3";
+
+/// A store on SQLite or Postgres.
+pub struct SqlStore {
+    name: String,
+    pool: AnyPool,
+    writes: mpsc::Sender<Write>,
+    counters: Arc<Counters>,
+    /// Who claims calls here: one id per store handle.
+    owner: Arc<str>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for SqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqlStore {
+    /// Opens the store at `url`, `sqlite:PATH` (the file is created) or
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` (TLS with
+    /// `?sslmode=require`), and brings its schema up to date.
+    pub async fn open(url: &str) -> Result<SqlStore, StoreError> {
+        let backend = backend_of(url)?;
+        let name = redacted(url);
+        let unreachable = |e: &dyn std::fmt::Display| StoreError::Unreachable {
+            store: name.clone(),
+            reason: e.to_string(),
+        };
+        install_default_drivers();
+        let url = match backend {
+            Backend::Sqlite if !url.contains("mode=") => format!("{url}?mode=rwc"),
+            _ => url.to_owned(),
+        };
+        let mut options = AnyPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(CONNECT_TIMEOUT);
+        if backend == Backend::Sqlite {
+            options = options.after_connect(|db, _| {
+                Box::pin(async move {
+                    // WAL lets reads run beside the writer; FULL syncs every
+                    // commit, so a recorded outcome survives a crash.
+                    db.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000;")
+                        .await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = options.connect(&url).await.map_err(|e| unreachable(&e))?;
+        migrator(backend)
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Failed {
+                store: name.clone(),
+                reason: format!("cannot bring its schema up to date: {e}"),
+            })?;
+        let (writes, queue) = mpsc::channel(MAX_QUEUED_WRITES);
+        let counters = Arc::new(Counters::default());
+        tokio::spawn(writer::run(pool.clone(), backend, queue, counters.clone()));
+        Ok(SqlStore {
+            name,
+            pool,
+            writes,
+            counters,
+            owner: uuid::Uuid::new_v4().simple().to_string().into(),
+            dropped: Arc::default(),
+        })
+    }
+
+    /// The embedded store in `dir` (created, private to this user).
+    pub async fn embedded(dir: &Path) -> Result<SqlStore, StoreError> {
+        crate::files::private_dir(dir).map_err(|e| StoreError::Unreachable {
+            store: dir.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let file = dir.join(EMBEDDED_FILE);
+        SqlStore::open(&format!("sqlite:{}", file.display())).await
+    }
+
+    /// Transactions the writer committed, and the writes in them: their
+    /// ratio is the mean group-commit batch.
+    pub fn commits(&self) -> (u64, u64) {
+        (
+            self.counters.commits.load(Ordering::Relaxed),
+            self.counters.writes.load(Ordering::Relaxed),
+        )
+    }
+
+    fn failed(&self, reason: impl std::fmt::Display) -> StoreError {
+        StoreError::Failed {
+            store: self.name.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Queues a write and waits for its batch to commit.
+    async fn write<T>(
+        &self,
+        write: Write,
+        done: oneshot::Receiver<Result<T, String>>,
+    ) -> Result<T, StoreError> {
+        self.writes
+            .send(write)
+            .await
+            .map_err(|_| self.failed("its writer has stopped"))?;
+        done.await
+            .map_err(|_| self.failed("its writer has stopped"))?
+            .map_err(|e| self.failed(e))
+    }
+}
+
+/// Which database a URL names.
+fn backend_of(url: &str) -> Result<Backend, StoreError> {
+    if url.starts_with("sqlite:") {
+        Ok(Backend::Sqlite)
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        if cfg!(feature = "postgres") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(StoreError::NoPostgres)
+        }
+    } else {
+        Err(StoreError::BadUrl(redacted(url)))
+    }
+}
+
+impl Store for SqlStore {
+    fn claim<'a>(
+        &'a self,
+        context: &'a CallContext,
+        tool: &'a str,
+        lease: Duration,
+    ) -> StoreFuture<'a, Claim> {
+        Box::pin(async move {
+            let (done, claimed) = oneshot::channel();
+            let lease = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+            let write = Write::Claim {
+                context: context.clone(),
+                tool: tool.to_owned(),
+                owner: self.owner.clone(),
+                lease_until: now_millis().saturating_add(lease),
+                done,
+            };
+            self.write(write, claimed).await
+        })
+    }
+
+    fn record<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let text = serde_json::to_string(settlement)
+                .map_err(|e| self.failed(format!("cannot serialize the outcome: {e}")))?;
+            let (done, recorded) = oneshot::channel();
+            let write = Write::Record {
+                context: settlement.context.clone(),
+                owner: self.owner.clone(),
+                status: settlement.outcome.status(),
+                settlement: text,
+                done,
+            };
+            if self.write(write, recorded).await? {
+                Ok(())
+            } else {
+                Err(StoreError::ClaimLost {
+                    call: settlement.context.call_id.clone(),
+                })
+            }
+        })
+    }
+
+    fn event(&self, event: StoreEvent) {
+        if self.writes.try_send(Write::Event(event)).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn retain<'a>(
+        &'a self,
+        id: &'a str,
+        session: &'a str,
+        text: &'a [u8],
+        quota: u64,
+        retention: Duration,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let retention = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+            let (done, kept) = oneshot::channel();
+            let write = Write::Retain {
+                id: id.to_owned(),
+                session: session.to_owned(),
+                text: text.to_vec(),
+                quota,
+                expired_before: now_millis().saturating_sub(retention),
+                done,
+            };
+            self.write(write, kept).await
+        })
+    }
+
+    fn output<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredOutput>> {
+        Box::pin(async move {
+            let row = sqlx::query("SELECT session_id, bytes FROM outputs WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.failed(e))?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let session: String = row.try_get(0).map_err(|e| self.failed(e))?;
+            let bytes: i64 = row.try_get(1).map_err(|e| self.failed(e))?;
+            let chunks = sqlx::query("SELECT data FROM output_chunks WHERE id = $1 ORDER BY seq")
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.failed(e))?;
+            let mut text = Vec::with_capacity(usize::try_from(bytes).unwrap_or(0));
+            for chunk in chunks {
+                let data: Vec<u8> = chunk.try_get(0).map_err(|e| self.failed(e))?;
+                text.extend_from_slice(&data);
+            }
+            Ok(Some(StoredOutput { session, text }))
+        })
+    }
+
+    fn outputs_of<'a>(&'a self, scope: &'a str) -> StoreFuture<'a, Vec<(String, u64)>> {
+        Box::pin(async move {
+            let rows = sqlx::query(
+                "SELECT id, bytes FROM outputs WHERE session_id = $1 ORDER BY created_at DESC LIMIT $2",
+            )
+            .bind(scope)
+            .bind(i64::from(MAX_LISTED_OUTPUTS))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.failed(e))?;
+            rows.iter()
+                .map(|row| {
+                    let bytes: i64 = row.try_get(1)?;
+                    Ok((row.try_get(0)?, u64::try_from(bytes).unwrap_or(0)))
+                })
+                .collect::<sqlx::Result<_>>()
+                .map_err(|e| self.failed(e))
+        })
+    }
+
+    fn save_answers<'a>(
+        &'a self,
+        scope: &'a str,
+        answers: &'a [(String, String)],
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let (done, saved) = oneshot::channel();
+            let write = Write::Answers {
+                scope: scope.to_owned(),
+                answers: answers.to_vec(),
+                done,
+            };
+            self.write(write, saved).await
+        })
+    }
+
+    fn answers<'a>(&'a self, scope: &'a str) -> StoreFuture<'a, Vec<(String, String)>> {
+        Box::pin(async move {
+            let rows = sqlx::query("SELECT action, pattern FROM answers WHERE scope = $1")
+                .bind(scope)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.failed(e))?;
+            rows.iter()
+                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+                .collect::<sqlx::Result<_>>()
+                .map_err(|e| self.failed(e))
+        })
+    }
+
+    fn outcomes<'a>(&'a self, filter: &'a OutcomeFilter) -> StoreFuture<'a, Vec<Recorded>> {
+        Box::pin(async move {
+            // Absent filters match everything: `$n IS NULL OR column = $n`.
+            let rows = sqlx::query(
+                "SELECT settlement, ended_at FROM calls WHERE state = 'done' \
+                 AND ($1 IS NULL OR session_id = $1) \
+                 AND ($2 IS NULL OR call_id = $2) \
+                 AND ($3 IS NULL OR status = $3) \
+                 AND ($4 IS NULL OR tool = $4) \
+                 AND ($5 IS NULL OR ended_at >= $5) \
+                 ORDER BY ended_at DESC LIMIT $6",
+            )
+            .bind(filter.session.as_deref())
+            .bind(filter.call.as_deref())
+            .bind(filter.status.as_deref())
+            .bind(filter.tool.as_deref())
+            .bind(filter.since)
+            .bind(i64::from(filter.limit.unwrap_or(DEFAULT_LIST_LIMIT)))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.failed(e))?;
+            rows.iter()
+                .map(|row| {
+                    let text: String = row.try_get(0).map_err(|e| self.failed(e))?;
+                    let recorded_at: i64 = row.try_get(1).map_err(|e| self.failed(e))?;
+                    let settlement = serde_json::from_str(&text).map_err(|e| self.failed(e))?;
+                    Ok(Recorded {
+                        recorded_at,
+                        settlement,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn dropped_events(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::outcome::Outcome;
+
+    fn context(call: &str) -> CallContext {
+        CallContext {
+            session_id: "ses".into(),
+            agent: "tester".into(),
+            message_id: "msg".into(),
+            call_id: call.into(),
+        }
+    }
+
+    fn settlement(call: &str) -> Settlement {
+        Settlement {
+            context: context(call),
+            tool: "echo".into(),
+            outcome: Outcome::fault(crate::model::outcome::FaultKind::Pool, "for the test"),
+            usage: Default::default(),
+            warnings: Vec::new(),
+            logs: Default::default(),
+            replayed: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn r38_an_outcome_is_recorded_once_and_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        let lease = Duration::from_secs(60);
+        assert!(matches!(
+            store.claim(&context("c1"), "echo", lease).await.unwrap(),
+            Claim::Claimed
+        ));
+        assert!(matches!(
+            store.claim(&context("c1"), "echo", lease).await.unwrap(),
+            Claim::Running { .. }
+        ));
+        store.record(&settlement("c1")).await.unwrap();
+        let Claim::Replay(replayed) = store.claim(&context("c1"), "echo", lease).await.unwrap()
+        else {
+            panic!("the recorded outcome is replayed");
+        };
+        assert_eq!(replayed.context, context("c1"));
+        assert_eq!(replayed.outcome.status(), "defect");
+        let listed = store.outcomes(&OutcomeFilter::default()).await.unwrap();
+        assert_eq!(listed.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn r38_retained_outputs_are_chunked_and_the_quota_evicts_the_oldest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        let big = vec![b'x'; 3 * crate::store::OUTPUT_CHUNK_BYTES + 7];
+        let week = Duration::from_secs(7 * 86_400);
+        store
+            .retain("a", "ses", &big, 10 << 20, week)
+            .await
+            .unwrap();
+        let read = store.output("a").await.unwrap().expect("kept");
+        assert_eq!((read.session.as_str(), read.text.len()), ("ses", big.len()));
+        store
+            .retain("b", "ses", &big, 2 * big.len() as u64 - 1, week)
+            .await
+            .unwrap();
+        assert!(
+            store.output("a").await.unwrap().is_none(),
+            "evicted for the quota"
+        );
+        assert!(store.output("b").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn r29_answers_are_saved_per_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        let answers = vec![("edit".to_owned(), "/tmp/*".to_owned())];
+        store.save_answers("s1\u{0}p", &answers).await.unwrap();
+        store.save_answers("s1\u{0}p", &answers).await.unwrap();
+        assert_eq!(store.answers("s1\u{0}p").await.unwrap(), answers);
+        assert!(store.answers("s2\u{0}p").await.unwrap().is_empty());
+    }
+
+    #[test]
+    fn only_known_schemes_are_stores() {
+        assert!(matches!(
+            backend_of("mysql://x"),
+            Err(StoreError::BadUrl(_))
+        ));
+        assert_eq!(backend_of("sqlite:/x.db").unwrap(), Backend::Sqlite);
+        #[cfg(feature = "postgres")]
+        assert_eq!(backend_of("postgresql://h/db").unwrap(), Backend::Postgres);
+    }
+}
