@@ -148,7 +148,11 @@ fn micros(d: Duration) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` adds `--bench`.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     if let [flag, mode, n, cache] = args.as_slice()
         && flag == "--count"
     {
