@@ -8,6 +8,7 @@
 //! `cargo xtask wheel` builds, installs and runs the CLI's Python wheel.
 
 mod agents;
+mod deploy;
 mod layers;
 mod package;
 mod support;
@@ -34,7 +35,7 @@ fn main() -> ExitCode {
         Some("wheel") => wheel::run(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|plugins|test|layers|package|templates|wheel>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot tests, the\n           templates, the MCP client suite (tests/mcp), real agents\n           (tests/agents), the packages and the wheel, with a Python venv at\n           target/venv\n           (`cargo xtask test mcp|agents [PYTEST ARGS...]`: only the MCP suite,\n           or only the real agents of tests/agents)\n  layers   print the library's layers and check that no module imports from\n           a layer above it\n  package  package the SDK and the library, then build a plugin and check an\n           embedder with them outside the workspace; call the plugin's tool\n  templates build a project of every `toolhost new` template and check its samples\n  wheel    build the CLI's Python wheel (maturin, dev profile) into target/wheels,\n           pip-install it in a fresh venv and run the installed toolhost"
+                "usage: cargo xtask <demo|plugins|test|layers|package|templates|wheel>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot tests, the\n           templates, the MCP client suite (tests/mcp), real agents\n           (tests/agents), the Kubernetes manifests, the packages and the wheel,\n           with a Python venv at target/venv\n           (`cargo xtask test mcp|agents [PYTEST ARGS...]`: only the MCP suite,\n           or only the real agents of tests/agents; `cargo xtask test deploy`:\n           only the Kubernetes manifests, rendered and validated)\n  layers   print the library's layers and check that no module imports from\n           a layer above it\n  package  package the SDK and the library, then build a plugin and check an\n           embedder with them outside the workspace; call the plugin's tool\n  templates build a project of every `toolhost new` template and check its samples\n  wheel    build the CLI's Python wheel (maturin, dev profile) into target/wheels,\n           pip-install it in a fresh venv and run the installed toolhost"
             );
             return ExitCode::from(2);
         }

@@ -1,16 +1,19 @@
 //! `cargo xtask test`: every test of the project, on a machine with only
 //! rustup, cargo, Python 3 (3.10 or newer) and Node. First a Python venv at
-//! `target/venv` with the exact packages of `tests/mcp/requirements.txt` and
-//! `tests/requirements-authors.txt` (reused while those pins are unchanged),
+//! `target/venv` with the exact packages of `tests/mcp/requirements.txt`,
+//! `tests/requirements-authors.txt` and `tests/deploy/requirements.txt`
+//! (reused while those pins are unchanged),
 //! then each of [`STEPS`] in order: `cargo test --workspace`, the polyglot
 //! tests (Python, JavaScript and C plugins, with the venv's `bin` and
 //! `target/tools/bin` first on `PATH`), the MCP bridge against the pinned
 //! server-everything, the templates, the MCP client suite (`python -m
 //! pytest tests/mcp -q` against the debug `toolhost`, given TOOLHOST_BIN and
-//! TOOLHOST_PLUGINS), the packaged crates and the CLI's wheel.
+//! TOOLHOST_PLUGINS), the Kubernetes manifests (`deploy.rs`), the packaged
+//! crates and the CLI's wheel.
 //!
 //! `cargo xtask test mcp [PYTEST ARGS...]` prepares the venv and runs only
-//! the MCP suite, passing the extra arguments to pytest (e.g. `-k watch -x`).
+//! the MCP suite, passing the extra arguments to pytest (e.g. `-k watch -x`);
+//! `cargo xtask test deploy` only the Kubernetes manifests.
 
 use std::ffi::OsString;
 use std::fs;
@@ -29,6 +32,9 @@ const AUTHOR_REQUIREMENTS: &str = "tests/requirements-authors.txt";
 
 /// The MCP client's pinned packages.
 const MCP_REQUIREMENTS: &str = "tests/mcp/requirements.txt";
+
+/// The deploy check's pinned packages (kubernetes-validate).
+const DEPLOY_REQUIREMENTS: &str = "tests/deploy/requirements.txt";
 
 /// The oldest Python the `mcp` package supports.
 const MIN_PYTHON: (u32, u32) = (3, 10);
@@ -61,6 +67,9 @@ const STEPS: &[Step] = &[
     ),
     ("MCP client tests (tests/mcp, Python mcp client)", |env| {
         mcp_suite(&env.root, &env.venv, &[])
+    }),
+    (crate::deploy::STEP, |env| {
+        crate::deploy::run(&env.root, &env.venv)
     }),
     (crate::agents::STEP, |env| {
         crate::agents::run(&env.root, &env.venv, &[])
@@ -104,9 +113,15 @@ pub fn run(args: &[String]) -> Result<()> {
                 crate::agents::run(&root, &venv, rest)
             })?;
         }
+        Some((first, [])) if first == "deploy" => {
+            let venv = step(1, 2, "Python venv (target/venv)", || prepare_venv(&root))?;
+            step(2, 2, crate::deploy::STEP, || {
+                crate::deploy::run(&root, &venv)
+            })?;
+        }
         Some((other, _)) => {
             bail!(
-                "unknown argument `{other}`; usage: cargo xtask test [mcp|agents [PYTEST ARGS...]]"
+                "unknown argument `{other}`; usage: cargo xtask test [mcp|agents [PYTEST ARGS...]|deploy]"
             )
         }
     }
@@ -165,13 +180,17 @@ impl Venv {
 }
 
 /// Creates `target/venv` (or reuses it while the pins it was made from are
-/// unchanged) with the pinned packages of [`MCP_REQUIREMENTS`] and
-/// [`AUTHOR_REQUIREMENTS`].
+/// unchanged) with the pinned packages of [`MCP_REQUIREMENTS`],
+/// [`AUTHOR_REQUIREMENTS`] and [`DEPLOY_REQUIREMENTS`].
 pub(crate) fn prepare_venv(root: &Path) -> Result<Venv> {
     let venv = Venv {
         dir: root.join("target").join("venv"),
     };
-    let files = [root.join(MCP_REQUIREMENTS), root.join(AUTHOR_REQUIREMENTS)];
+    let files = [
+        root.join(MCP_REQUIREMENTS),
+        root.join(AUTHOR_REQUIREMENTS),
+        root.join(DEPLOY_REQUIREMENTS),
+    ];
     let mut wanted = String::new();
     for file in &files {
         wanted +=
@@ -202,7 +221,9 @@ pub(crate) fn prepare_venv(root: &Path) -> Result<Venv> {
     // A changed pin invalidates the stamp before anything is installed, so an
     // interrupted install is redone next time.
     let _ = fs::remove_file(&stamp);
-    eprintln!("installing the pinned packages of {MCP_REQUIREMENTS} and {AUTHOR_REQUIREMENTS}...");
+    eprintln!(
+        "installing the pinned packages of {MCP_REQUIREMENTS}, {AUTHOR_REQUIREMENTS} and {DEPLOY_REQUIREMENTS}..."
+    );
     let mut pip = Command::new(venv.python());
     pip.args([
         "-m",
