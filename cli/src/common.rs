@@ -13,8 +13,9 @@ use toolhost::config::{
 };
 use toolhost::events::EventSink;
 use toolhost::manifest::Source;
-use toolhost::mcp::McpConnection;
+use toolhost::mcp::{McpConnection, MeteredStore, Metrics};
 use toolhost::permission::{Effect, Rule, Rules};
+use toolhost::store::Store;
 use toolhost::{Activation, Budget, BudgetOverrides, Host, Location};
 
 use crate::store::StoreArgs;
@@ -96,6 +97,29 @@ impl Common {
         sink: Option<Arc<dyn EventSink>>,
         may_prompt: bool,
     ) -> Result<Host, Failure> {
+        let store = self.store.given().await?;
+        self.host_with(sink, may_prompt, store)
+    }
+
+    /// The host of `serve`: its store (the embedded one too) opened now and
+    /// its operations counted in `metrics`; permission questions are never
+    /// asked on the terminal.
+    pub(crate) async fn serving_host(
+        &self,
+        sink: Option<Arc<dyn EventSink>>,
+        metrics: &Metrics,
+    ) -> Result<Host, Failure> {
+        let store = self.store.open().await?;
+        let store: Arc<dyn Store> = Arc::new(MeteredStore::new(store, metrics.clone()));
+        self.host_with(sink, false, Some(store))
+    }
+
+    fn host_with(
+        &self,
+        sink: Option<Arc<dyn EventSink>>,
+        may_prompt: bool,
+        store: Option<Arc<dyn Store>>,
+    ) -> Result<Host, Failure> {
         // The host's budget is `execute`'s (and native tools'); plugins take
         // the same overrides through their options.
         let mut builder = Host::builder()
@@ -113,7 +137,7 @@ impl Common {
         } else if may_prompt && terminal {
             builder = builder.approver(Arc::new(prompt::Terminal));
         }
-        if let Some(store) = self.store.given().await? {
+        if let Some(store) = store {
             builder = builder.store(store);
         }
         if let Some(dir) = self.store.state_dir() {

@@ -1,26 +1,72 @@
 //! Logs on stderr through `tracing`, filtered by `TOOLHOST_LOG` (default:
-//! warnings, and the MCP SDK's errors).
+//! warnings, and the MCP SDK's errors): as text, or with `--log-format json`
+//! one JSON object a line (the CLI's own notes too), for log collectors.
+
+use std::sync::OnceLock;
 
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Filter, SubscriberExt as _};
 use tracing_subscriber::util::SubscriberInitExt as _;
-use tracing_subscriber::{EnvFilter, Layer as _};
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// What the MCP SDK logs at ERROR when a client that closed its connection
 /// normally could not be sent a last reply: routine, so shown at debug.
 const CLIENT_GONE: &str = "failed to send pending response during drain";
 
-pub(crate) fn init() {
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// Text for people.
+    #[default]
+    Text,
+    /// One JSON object a line: `timestamp`, `level`, `target`, `fields`
+    /// (with `message`).
+    Json,
+}
+
+/// The format chosen, for the notes the CLI writes itself.
+static FORMAT: OnceLock<Format> = OnceLock::new();
+
+pub(crate) fn init(format: Format) {
+    let _ = FORMAT.set(format);
     let filter = EnvFilter::try_from_env("TOOLHOST_LOG")
         .unwrap_or_else(|_| EnvFilter::new("warn,rmcp=error"));
     let debug = filter.max_level_hint() >= Some(LevelFilter::DEBUG);
-    let layer = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_filter(filter)
-        .with_filter(Routine { debug });
+    let layer: Box<dyn Layer<Registry> + Send + Sync> = match format {
+        Format::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .boxed(),
+        Format::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+            .boxed(),
+    };
+    let layer = layer.with_filter(filter).with_filter(Routine { debug });
     tracing_subscriber::registry().with(layer).init();
+}
+
+/// `text` as one JSON log line, if logs are JSON: at ERROR or WARN when it
+/// says `error:` or `warning:` first, else INFO.
+pub(crate) fn json_line(text: &str) -> Option<String> {
+    if FORMAT.get() != Some(&Format::Json) {
+        return None;
+    }
+    let level = if text.starts_with("error:") {
+        "ERROR"
+    } else if text.starts_with("warning:") {
+        "WARN"
+    } else {
+        "INFO"
+    };
+    let line = serde_json::json!({
+        "timestamp": humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
+        "level": level,
+        "fields": {"message": text},
+        "target": "toolhost",
+    });
+    Some(line.to_string())
 }
 
 /// Demotes the SDK's routine errors to debug: shown only when debug logs

@@ -49,6 +49,16 @@ pub(crate) mod exit {
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr as text, or as JSON (one object a line).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "text",
+        env = "TOOLHOST_LOG_FORMAT"
+    )]
+    log_format: logging::Format,
 }
 
 #[derive(Subcommand)]
@@ -92,7 +102,7 @@ enum Command {
         #[arg(required = true)]
         plugins: Vec<PathBuf>,
         #[command(flatten)]
-        serve: serve::ServeArgs,
+        serve: Box<serve::ServeArgs>,
         #[command(flatten)]
         common: Common,
     },
@@ -198,7 +208,7 @@ fn main() -> ExitCode {
         // Before logging starts: the worker's stderr is its error message.
         return ExitCode::from(toolhost::compile_worker());
     }
-    logging::init();
+    logging::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -234,7 +244,7 @@ fn main() -> ExitCode {
                 plugins,
                 serve,
                 common,
-            } => serve::run(serve.into_serve(plugins), &common).await,
+            } => serve::run((*serve).into_serve(plugins), &common).await,
         }
     });
     // A blocking thread can still be stuck on a guest's behalf (a prompt

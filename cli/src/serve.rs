@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 use toolhost::events::{EventSink, JsonLinesSink};
+use toolhost::mcp::Metrics;
 use toolhost::mcp::{HttpOptions, Loading, McpServer, ServeError, Watcher};
 
 use crate::common::{Common, Specs, specs};
@@ -23,6 +24,10 @@ pub(crate) struct ServeArgs {
     /// instead of stdio.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, and not beside /mcp
+    /// on the --http address.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     /// Reload a plugin when its file changes.
     #[arg(long)]
     watch: bool,
@@ -79,11 +84,13 @@ impl ServeArgs {
             max_sessions: self.max_sessions,
             session_idle: self.session_idle,
             max_buffered_bytes: usize::try_from(self.max_buffered).unwrap_or(usize::MAX),
+            metrics: self.metrics.is_none(),
             ..HttpOptions::default()
         };
         Serve {
             plugins,
             http: self.http,
+            metrics: self.metrics,
             watch: self.watch,
             events: self.events,
             grace: self.grace,
@@ -96,6 +103,8 @@ impl ServeArgs {
 pub(crate) struct Serve {
     pub(crate) plugins: Vec<PathBuf>,
     pub(crate) http: Option<SocketAddr>,
+    /// Where metrics are served apart from /mcp.
+    pub(crate) metrics: Option<SocketAddr>,
     pub(crate) watch: bool,
     pub(crate) events: Option<PathBuf>,
     pub(crate) grace: Duration,
@@ -112,10 +121,13 @@ pub(crate) async fn run(serve: Serve, common: &Common) -> Result<u8, Failure> {
         None => None,
     };
     // Stdin may carry the protocol: never prompt on it.
-    let host = common.host(sink, false).await?;
+    let metrics = Metrics::new();
+    let host = common.serving_host(sink, &metrics).await?;
     let location =
         host.location(std::env::current_dir().context("cannot read the current directory")?);
     let server = McpServer::new(location).ask_clients(!common.yes);
+    let server = server.with_metrics(metrics);
+    let _metrics = serve_metrics(&server, serve.metrics).await?;
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
     // Clients are answered while the plugins compile: requests for tools
@@ -193,6 +205,32 @@ async fn transport(
             None => server.serve_stdio(stop, grace).await,
         }
     })
+}
+
+/// Serves metrics at `addr` until the returned guard is dropped: past the
+/// end of a stop, so a scrape sees the drain.
+async fn serve_metrics(
+    server: &McpServer,
+    addr: Option<SocketAddr>,
+) -> Result<Option<tokio_util::sync::DropGuard>, Failure> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for metrics"))
+        .map_err(usage)?;
+    let local = listener
+        .local_addr()
+        .with_context(|| format!("cannot listen on {addr} for metrics"))?;
+    let stop = CancellationToken::new();
+    let server = server.clone();
+    let serving = stop.clone();
+    tokio::spawn(async move { server.serve_metrics(listener, serving).await });
+    stdio::note(&format!(
+        "toolhost: serving metrics at http://{local}/metrics"
+    ));
+    Ok(Some(stop.drop_guard()))
 }
 
 /// The exit code once serving ended: a failed transport is operational,

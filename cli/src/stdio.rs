@@ -25,7 +25,9 @@ pub(crate) fn line(text: &str) -> anyhow::Result<()> {
 /// Writes `text` (escaped, newlines kept) and a newline to stderr. Errors
 /// are ignored: stderr is where errors would go.
 pub(crate) fn note(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{}", terminal::text(text));
+    // As JSON, when logs are: one object on one line.
+    let line = crate::logging::json_line(text).unwrap_or_else(|| terminal::text(text));
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Nobody reads the rest: end now, successfully and without a word.

@@ -50,8 +50,8 @@ impl StoreArgs {
         self.state_dir.as_ref()
     }
 
-    /// The store to read: `--store`, else the embedded one.
-    async fn open(&self) -> Result<Arc<dyn Store>, Failure> {
+    /// The store: `--store`, else the embedded one, opened now.
+    pub(crate) async fn open(&self) -> Result<Arc<dyn Store>, Failure> {
         if let Some(store) = self.given().await? {
             return Ok(store);
         }

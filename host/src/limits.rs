@@ -64,6 +64,10 @@ pub use crate::mcp::http::{
     MAX_CONNECTIONS, MAX_INITIALIZE_BYTES, MAX_REQUEST_BODY_BYTES, REPLY_FLUSH_LIMIT,
 };
 #[cfg(feature = "mcp")]
+pub use crate::mcp::http::{READY_CHECK_CACHE, READY_CHECK_TIMEOUT};
+#[cfg(feature = "mcp")]
+pub use crate::mcp::metrics::MAX_TOOL_LABELS;
+#[cfg(feature = "mcp")]
 pub use crate::mcp::server::{MAX_LOADING_WAIT, PERMISSION_ANSWER_TIMEOUT};
 #[cfg(feature = "mcp")]
 pub use crate::mcp::stdio::MAX_STDIO_MESSAGE_BYTES;

@@ -136,6 +136,8 @@ fn limit_values() -> Vec<(&'static str, String)> {
             MAX_LOADING_WAIT, OUTCOME_FLUSH_LIMIT, REPLY_FLUSH_LIMIT;
         minutes: SESSION_IDLE_EXPIRY, PERMISSION_ANSWER_TIMEOUT;
         days: DEFAULT_RETENTION;
+        count: MAX_TOOL_LABELS;
+        secs: READY_CHECK_TIMEOUT, READY_CHECK_CACHE;
     ]
 }
 

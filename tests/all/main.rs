@@ -20,6 +20,7 @@ mod hardening;
 mod http;
 mod loading;
 mod new;
+mod ops;
 mod packaging;
 mod polyglot;
 mod properties;

@@ -5,13 +5,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 use rmcp::model::ErrorData;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::mcp::metrics::Metrics;
 use crate::mcp::results::BUSY_ERROR_CODE;
 use crate::model::outcome::{Culprit, FaultKind, Outcome, Settlement};
 use crate::wasm::slots::{FairSlots, SlotPermit};
@@ -51,6 +52,8 @@ pub(crate) struct Admission {
     /// Cancelled when the calls still running must stop: every call's
     /// token is a child.
     pub(crate) stopping: CancellationToken,
+    /// What `/metrics` counts; set once, before the first call.
+    pub(crate) metrics: OnceLock<Metrics>,
 }
 
 /// A call the server took on: it counts against its session until dropped.
@@ -78,7 +81,18 @@ impl Admission {
             lost: AtomicUsize::new(0),
             draining: CancellationToken::new(),
             stopping: CancellationToken::new(),
+            metrics: OnceLock::new(),
         })
+    }
+
+    /// The metrics calls are counted in.
+    pub(crate) fn metrics(&self) -> &Metrics {
+        self.metrics.get_or_init(Metrics::new)
+    }
+
+    /// The server's slots in use now.
+    pub(crate) fn slots_held(&self) -> usize {
+        self.slots.held()
     }
 
     /// Takes on a call of `session`, or says why not.
@@ -96,6 +110,7 @@ impl Admission {
             )));
         }
         *count += 1;
+        self.metrics().admitted();
         Ok(Admitted {
             admission: self.clone(),
             session: session.into(),
@@ -110,8 +125,10 @@ impl Admission {
         self.tasks.spawn(task);
     }
 
-    /// Counts a settlement whose outcome the event sink could not record.
+    /// Counts a settlement in the metrics, and as lost when the event sink
+    /// could not record its outcome.
     pub(crate) fn settled(&self, settlement: &Settlement) {
+        self.metrics().settled(settlement);
         if let Outcome::Defect {
             culprit: Culprit::Host(fault),
             ..
@@ -155,7 +172,9 @@ impl Admitted {
     /// `Some`, so the call settles at once as cancelled and its outcome is
     /// recorded.
     pub(crate) async fn slot(&self, cancel: &CancellationToken) -> Option<Option<SlotPermit>> {
+        let metrics = self.admission.metrics();
         if let Some(permit) = self.admission.slots.try_acquire(&self.session) {
+            metrics.slot_at_once();
             return Some(Some(permit));
         }
         let waiting = &self.admission.waiting;
@@ -163,6 +182,8 @@ impl Admitted {
             waiting.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
+        let queued = Instant::now();
+        metrics.queued();
         let slot = self.admission.slots.acquire(&self.session);
         let got = tokio::select! {
             permit = slot => Some(Some(permit)),
@@ -170,6 +191,7 @@ impl Admitted {
             () = tokio::time::sleep(MAX_SLOT_WAIT) => None,
         };
         waiting.fetch_sub(1, Ordering::Relaxed);
+        metrics.dequeued(queued.elapsed());
         got
     }
 
@@ -183,6 +205,7 @@ impl Admitted {
 
 impl Drop for Admitted {
     fn drop(&mut self) {
+        self.admission.metrics().released();
         let mut counts = lock(&self.admission.per_session);
         if let Some(count) = counts.get_mut(&self.session) {
             *count -= 1;

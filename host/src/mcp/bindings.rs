@@ -87,7 +87,6 @@ impl Bindings {
     }
 
     /// Sessions alive.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         lock(&self.entries).len()
     }

@@ -201,6 +201,12 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Progress events the writer dropped because it fell behind.
     fn dropped_events(&self) -> u64;
+
+    /// Whether the store answers now (`/readyz`): a trivial query. Default:
+    /// ready.
+    fn ready(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// The default state directory, home of the embedded store:

@@ -232,6 +232,16 @@ impl Store for SqlStore {
         })
     }
 
+    fn ready(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            sqlx::query("SELECT 1")
+                .execute(&self.pool)
+                .await
+                .map_err(|e| self.failed(e))?;
+            Ok(())
+        })
+    }
+
     fn output<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredOutput>> {
         Box::pin(async move {
             let row = sqlx::query("SELECT session_id, bytes FROM outputs WHERE id = $1")

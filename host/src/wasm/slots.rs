@@ -107,6 +107,11 @@ impl FairSlots {
         }
     }
 
+    /// Slots held now, by every key.
+    pub(crate) fn held(&self) -> usize {
+        lock(&self.state).held.values().sum()
+    }
+
     /// Slots `key` holds now.
     #[cfg(test)]
     pub(crate) fn held_by(&self, key: &str) -> usize {

@@ -2,8 +2,10 @@
 //! writes that must not wait for the client's delayed ACK), a cap on open
 //! connections below the descriptor limit, a deadline for each request head
 //! (which also closes idle keep-alive connections), and two ways to stop:
-//! gracefully (no new connections, idle ones closed) and hard (every
-//! connection dropped, whatever it is doing).
+//! gracefully (open connections finish their request and close; new ones
+//! get one request each, answered by the draining router, so probes hear
+//! that the server is stopping) and hard (the listener closes and every
+//! connection is dropped, whatever it is doing).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,9 +45,10 @@ pub(crate) struct ConnectionLimits {
 /// The tokens that stop the connections, and where they are tracked.
 #[derive(Clone)]
 pub(crate) struct Stops {
-    /// No new connections; each open one finishes its request and closes.
+    /// Each open connection finishes its request and closes; new ones are
+    /// served one request by the draining router.
     pub(crate) graceful: CancellationToken,
-    /// Every connection is dropped at once.
+    /// No new connections, and every connection is dropped at once.
     pub(crate) hard: CancellationToken,
     pub(crate) connections: TaskTracker,
 }
@@ -74,18 +77,20 @@ fn descriptor_limit() -> Option<usize> {
     None
 }
 
-/// Accepts connections until `stops.graceful` fires and serves each with
-/// `router` in a task of `stops.connections`.
+/// Accepts connections until `stops.hard` fires and serves each in a task
+/// of `stops.connections`: with `router`, or once `stops.graceful` has
+/// fired, one request with `draining`.
 pub(crate) async fn accept(
     listener: TcpListener,
     router: axum::Router,
+    draining: axum::Router,
     limits: ConnectionLimits,
     stops: Stops,
 ) {
     let open = Arc::new(Semaphore::new(effective_cap(limits.max_connections)));
     loop {
         let accepted = tokio::select! {
-            () = stops.graceful.cancelled() => return,
+            () = stops.hard.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
         let stream = match accepted {
@@ -103,8 +108,16 @@ pub(crate) async fn accept(
             continue;
         };
         prepare(&stream);
-        let router = router.clone();
         let stops_for_task = stops.clone();
+        if stops.graceful.is_cancelled() {
+            let router = draining.clone();
+            stops.connections.spawn(async move {
+                serve_one(stream, router, limits.header_timeout, &stops_for_task).await;
+                drop(permit);
+            });
+            continue;
+        }
+        let router = router.clone();
         stops.connections.spawn(async move {
             serve(stream, router, limits.header_timeout, &stops_for_task).await;
             drop(permit);
@@ -137,6 +150,26 @@ async fn serve(stream: TcpStream, router: axum::Router, header_timeout: Duration
     }
     tokio::select! {
         _ = connection.as_mut() => {}
+        () = stops.hard.cancelled() => {}
+    }
+}
+
+/// Serves one request of a connection opened while the server stops, then
+/// closes it (or drops it at a hard stop).
+async fn serve_one(
+    stream: TcpStream,
+    router: axum::Router,
+    header_timeout: Duration,
+    stops: &Stops,
+) {
+    let service = TowerToHyperService::new(router);
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = connection => {}
         () = stops.hard.cancelled() => {}
     }
 }

@@ -2,10 +2,12 @@
 //! against an allow-list and the Origin exactly (DNS-rebinding defence), a
 //! bearer token required off loopback, every resource a client can make the
 //! server hold bounded (R37: connections, request heads and bodies,
-//! sessions, bytes held), and a stop that loses no outcome.
+//! sessions, bytes held), and a stop that loses no outcome. Beside it, the
+//! operator routes: `/healthz`, `/readyz` and `/metrics`.
 
 mod accept;
 mod guard;
+mod ops;
 mod origin;
 
 use std::net::SocketAddr;
@@ -24,6 +26,7 @@ pub use guard::{
     BODY_IDLE_TIMEOUT, BODY_READ_TIMEOUT, MAX_BUFFERED_REQUEST_BYTES, MAX_INITIALIZE_BYTES,
     MAX_REQUEST_BODY_BYTES,
 };
+pub use ops::{READY_CHECK_CACHE, READY_CHECK_TIMEOUT};
 
 use crate::mcp::bindings::{MAX_SESSIONS, SESSION_IDLE_EXPIRY};
 use crate::mcp::handler::Handler;
@@ -78,6 +81,9 @@ pub struct HttpOptions {
     /// Request bytes held at once across all requests. Default:
     /// [`MAX_BUFFERED_REQUEST_BYTES`].
     pub max_buffered_bytes: usize,
+    /// Whether `/metrics` is served beside `/mcp` (false when it has an
+    /// address of its own: [`McpServer::serve_metrics`]). Default: true.
+    pub metrics: bool,
 }
 
 impl Default for HttpOptions {
@@ -94,6 +100,7 @@ impl Default for HttpOptions {
             max_sessions: MAX_SESSIONS,
             session_idle: SESSION_IDLE_EXPIRY,
             max_buffered_bytes: MAX_BUFFERED_REQUEST_BYTES,
+            metrics: true,
         }
     }
 }
@@ -103,6 +110,8 @@ impl Default for HttpOptions {
 pub struct HttpServer {
     listener: TcpListener,
     router: axum::Router,
+    /// What connections opened once a stop has begun are served.
+    draining: axum::Router,
     server: McpServer,
     addr: SocketAddr,
     grace: Duration,
@@ -177,9 +186,13 @@ impl McpServer {
         let router = axum::Router::new()
             .route("/mcp", axum::routing::any(guard::serve))
             .with_state(guard);
+        let ops = ops::Ops::new(self);
+        let draining = ops::draining(&ops, options.metrics);
+        let router = ops::serving(router, &ops, options.metrics);
         Ok(HttpServer {
             listener,
             router,
+            draining,
             server: self.clone(),
             addr,
             grace: options.grace,
@@ -199,11 +212,12 @@ impl HttpServer {
         self.addr
     }
 
-    /// Serves until `stop` fires; then stops accepting connections and
-    /// calls, lets calls in flight finish within the grace period, cancels
-    /// the rest, waits until each has its outcome and its reply has been
-    /// sent (within [`REPLY_FLUSH_LIMIT`]), and closes every connection,
-    /// whatever it is doing.
+    /// Serves until `stop` fires; then takes no new calls (`/readyz` says
+    /// 503 at once, and connections opened from then on get one answer:
+    /// 503 but for the probes and metrics), lets calls in flight finish
+    /// within the grace period, cancels the rest, waits until each has its
+    /// outcome and its reply has been sent (within [`REPLY_FLUSH_LIMIT`]),
+    /// and closes the listener and every connection, whatever it is doing.
     pub async fn run(self, stop: CancellationToken) -> Result<(), ServeError> {
         let stops = Stops {
             graceful: CancellationToken::new(),
@@ -213,17 +227,18 @@ impl HttpServer {
         let accepting = tokio::spawn(accept::accept(
             self.listener,
             self.router,
+            self.draining,
             self.limits,
             stops.clone(),
         ));
         stop.cancelled().await;
         stops.graceful.cancel();
-        let _ = accepting.await;
         self.server.shut_down(self.grace).await;
         self.replies.close();
         let _ = tokio::time::timeout(REPLY_FLUSH_LIMIT, self.replies.wait()).await;
         self.sessions_end.cancel();
         stops.hard.cancel();
+        let _ = accepting.await;
         stops.connections.close();
         stops.connections.wait().await;
         Ok(())
