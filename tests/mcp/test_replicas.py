@@ -252,6 +252,7 @@ def deployment(workdir: Path, cache_dir: Path, count: int = 3, flags: Sequence[s
     replica restarts on its own port), one state key, HAProxy in front."""
     with ExitStack() as stack:
         pg = stack.enter_context(postgres_cluster())
+        workdir.mkdir(parents=True, exist_ok=True)
         key = workdir / "state.key"
         key.write_text(secrets.token_hex(32) + "\n")
         replicas = []
@@ -588,6 +589,23 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _postgres_cpu(pg: Postgres) -> float:
+    """CPU seconds of the postmaster and its backends (those alive now)."""
+    assert pg.server is not None
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if int(entry.name) == pg.server.pid or ppid == pg.server.pid:
+                total += _cpu_seconds(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def measure(workdir: Path, cache_dir: Path, count: int, clients: int, calls: int) -> dict[str, float]:
     """Settled echo calls/s through HAProxy in front of `count` replicas:
     `clients` threads, each with its own keep-alive connection, `calls`
@@ -600,6 +618,8 @@ def measure(workdir: Path, cache_dir: Path, count: int, clients: int, calls: int
         pids = [r.server.process.pid for r in dep.replicas]
         before = sum(_cpu_seconds(p) for p in pids)
         proxy_before = _cpu_seconds(dep.proxy.process.pid)
+        pg_before = _postgres_cpu(dep.pg)
+        client_before = sum(os.times()[:2])
 
         def run(n: int) -> None:
             c = Client(dep.proxy.url)
@@ -625,6 +645,8 @@ def measure(workdir: Path, cache_dir: Path, count: int, clients: int, calls: int
             "calls_per_s": total / elapsed,
             "replica_cpu_ms_per_call": 1000 * (sum(_cpu_seconds(p) for p in pids) - before) / total,
             "haproxy_cpu_ms_per_call": 1000 * (_cpu_seconds(dep.proxy.process.pid) - proxy_before) / total,
+            "postgres_cpu_ms_per_call": 1000 * (_postgres_cpu(dep.pg) - pg_before) / total,
+            "client_cpu_ms_per_call": 1000 * (sum(os.times()[:2]) - client_before) / total,
         }
 
 
