@@ -12,7 +12,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 use toolhost::events::{EventSink, JsonLinesSink};
 use toolhost::mcp::Metrics;
-use toolhost::mcp::{HttpOptions, Loading, McpServer, ServeError, Watcher};
+use toolhost::mcp::{HttpOptions, Loading, McpServer, ServeError, StateKeys, Watcher};
 
 use crate::common::{Common, Specs, specs};
 use crate::{Failure, exit, stdio, terminal, usage};
@@ -71,12 +71,34 @@ pub(crate) struct ServeArgs {
     /// read, inputs of calls not yet answered).
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = crate::units::parse_size)]
     max_buffered: u64,
+    /// HTTP: also accept requests whose Host header names HOST (repeatable):
+    /// the name clients or a load balancer reach this server by, e.g. a
+    /// Kubernetes Service's `toolhost.default.svc`. Loopback names and the
+    /// bound address are always accepted.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// The key that seals the requestState of permission questions to
+    /// 2026-07-28 clients: 32 random bytes, hex or base64 (`openssl rand
+    /// -hex 32`). Replicas behind one balancer share it. Default: a random
+    /// key of this process.
+    #[arg(long, value_name = "FILE", env = "TOOLHOST_STATE_KEY_FILE")]
+    state_key_file: Option<PathBuf>,
+    /// The key replaced by --state-key-file, still accepted while replicas
+    /// rotate.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "TOOLHOST_PREVIOUS_STATE_KEY_FILE",
+        requires = "state_key_file"
+    )]
+    previous_state_key_file: Option<PathBuf>,
 }
 
 impl ServeArgs {
     pub(crate) fn into_serve(self, plugins: Vec<PathBuf>) -> Serve {
         let options = HttpOptions {
             tokens: self.tokens,
+            hosts: self.allow_hosts,
             max_connections: self.max_connections,
             header_timeout: self.header_timeout,
             body_timeout: self.body_timeout,
@@ -89,6 +111,9 @@ impl ServeArgs {
         };
         Serve {
             plugins,
+            state_keys: self
+                .state_key_file
+                .map(|key| (key, self.previous_state_key_file)),
             http: self.http,
             metrics: self.metrics,
             watch: self.watch,
@@ -102,6 +127,8 @@ impl ServeArgs {
 /// What `serve` takes besides the common flags.
 pub(crate) struct Serve {
     pub(crate) plugins: Vec<PathBuf>,
+    /// The state key file, and the previous one.
+    pub(crate) state_keys: Option<(PathBuf, Option<PathBuf>)>,
     pub(crate) http: Option<SocketAddr>,
     /// Where metrics are served apart from /mcp.
     pub(crate) metrics: Option<SocketAddr>,
@@ -125,7 +152,11 @@ pub(crate) async fn run(serve: Serve, common: &Common) -> Result<u8, Failure> {
     let host = common.serving_host(sink, &metrics).await?;
     let location =
         host.location(std::env::current_dir().context("cannot read the current directory")?);
-    let server = McpServer::new(location).ask_clients(!common.yes);
+    let mut server = McpServer::new(location).ask_clients(!common.yes);
+    if let Some((key, previous)) = &serve.state_keys {
+        let keys = StateKeys::from_files(key, previous.as_deref()).map_err(|e| usage(e.into()))?;
+        server = server.state_keys(keys);
+    }
     let server = server.with_metrics(metrics);
     let _metrics = serve_metrics(&server, serve.metrics).await?;
     let stop = CancellationToken::new();

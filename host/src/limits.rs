@@ -68,6 +68,8 @@ pub use crate::mcp::http::{READY_CHECK_CACHE, READY_CHECK_TIMEOUT};
 #[cfg(feature = "mcp")]
 pub use crate::mcp::metrics::MAX_TOOL_LABELS;
 #[cfg(feature = "mcp")]
-pub use crate::mcp::server::{MAX_LOADING_WAIT, PERMISSION_ANSWER_TIMEOUT};
+pub use crate::mcp::sealed::{MAX_SEALED_ANSWERS, MAX_SEALED_STATE_BYTES, SEALED_STATE_LIFETIME};
+#[cfg(feature = "mcp")]
+pub use crate::mcp::server::MAX_LOADING_WAIT;
 #[cfg(feature = "mcp")]
 pub use crate::mcp::stdio::MAX_STDIO_MESSAGE_BYTES;

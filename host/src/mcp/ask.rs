@@ -1,7 +1,7 @@
 //! Permission questions asked of the MCP client (R27, R29): an elicitation
 //! for a 2025-era client that declared the capability, an input-required
-//! result (the call stays suspended until the client retries with the
-//! answer) for a 2026-07-28 client, else a denial with a hint.
+//! result with a sealed state (the retry re-runs the call with the answer)
+//! for a 2026-07-28 client, else a denial with a hint.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,8 +11,9 @@ use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::Peer;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
+use crate::mcp::sealed::{Answers, fingerprint};
 use crate::model::approval::{Approver, PermissionRequest, Reply};
 use crate::model::outcome::Settlement;
 
@@ -32,15 +33,17 @@ pub(crate) enum Step {
 /// A question and where its answer goes.
 pub(crate) struct Question {
     pub(crate) message: String,
-    pub(crate) reply: oneshot::Sender<Reply>,
+    /// Which question it is, for the answer in the retry's sealed state.
+    pub(crate) fingerprint: String,
 }
 
 /// How this client can be asked.
 pub(crate) enum AskMode {
     /// `elicitation/create` on the peer (2025 clients with the capability).
     Elicit(Peer<RoleServer>),
-    /// An input-required result, answered by a retry (2026-07-28 clients).
-    Retry(mpsc::Sender<Step>),
+    /// An input-required result, answered by a retry (2026-07-28 clients)
+    /// that carries the answers given so far.
+    Retry(mpsc::Sender<Step>, Answers),
     /// Neither: questions are denied.
     Unable,
 }
@@ -75,13 +78,24 @@ impl Approver for McpAsk {
         Box::pin(async move {
             match &self.mode {
                 AskMode::Elicit(peer) => elicit(peer, message).await,
-                AskMode::Retry(steps) => {
-                    let (reply, answer) = oneshot::channel();
-                    let asked = steps.send(Step::Input(Question { message, reply })).await;
-                    match asked {
-                        Ok(()) => answer.await.unwrap_or(Reply::Reject),
-                        Err(_) => Reply::Reject,
+                AskMode::Retry(steps, answers) => {
+                    if let Some(reply) = answers.to(request) {
+                        return reply;
                     }
+                    if !answers.room() {
+                        return Reply::Reject;
+                    }
+                    let fingerprint = fingerprint(request);
+                    let asked = Step::Input(Question {
+                        message,
+                        fingerprint,
+                    });
+                    // The request ends with the question and cancels this
+                    // run; the retry runs the call again.
+                    if steps.send(asked).await.is_ok() {
+                        std::future::pending::<()>().await;
+                    }
+                    Reply::Reject
                 }
                 AskMode::Unable => {
                     self.unable.store(true, Ordering::Relaxed);

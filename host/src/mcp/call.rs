@@ -1,16 +1,14 @@
-//! A tool call in flight, as the requests waiting on it see it: started by
-//! one request, and for 2026-07-28 clients possibly suspended in a
-//! permission question until a retry brings the answer.
+//! A tool call in flight, as the request waiting on it sees it.
 
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::ask::{McpAsk, Step};
-use crate::model::approval::Reply;
+use crate::mcp::sealed::{Answers, Binding};
 
 /// A call in flight, as the request waiting on it sees it.
 pub(crate) struct Started {
@@ -20,13 +18,8 @@ pub(crate) struct Started {
     pub(crate) output_schema: Option<Value>,
     pub(crate) progress: Option<JoinHandle<()>>,
     pub(crate) ask: Arc<McpAsk>,
-}
-
-/// A call suspended in a question, waiting for the client's retry.
-pub(crate) struct Pending {
-    /// The scope (a session, or all stateless requests) whose retry may
-    /// answer it; the handle itself is unguessable.
-    pub(crate) session: String,
-    pub(crate) reply: oneshot::Sender<Reply>,
-    pub(crate) started: Started,
+    /// What a sealed state of this call is bound to.
+    pub(crate) binding: Binding,
+    /// The answers it was started with (from a retry's sealed state).
+    pub(crate) answers: Answers,
 }

@@ -10,10 +10,9 @@ use rmcp::RoleServer;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ContentBlock, ElicitRequest, ErrorData,
-    Implementation, InputRequest, InputRequests, InputRequiredResult, InputResponses,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig, SubscriptionFilter,
+    Implementation, InputRequest, InputRequests, InputRequiredResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use serde_json::Value;
@@ -23,11 +22,12 @@ use crate::facade::location::Location;
 use crate::mcp::admission::Admitted;
 use crate::mcp::ask::{AskMode, McpAsk, QUESTION_KEY, Step, elicit_params, reply_of};
 use crate::mcp::bindings::Credential;
-use crate::mcp::call::{Pending, Started};
+use crate::mcp::call::Started;
 use crate::mcp::output::{self, READ_OUTPUT};
 use crate::mcp::progress;
 use crate::mcp::results::{self, INTERRUPTED_ERROR_CODE};
-use crate::mcp::server::{HandlerMark, PERMISSION_ANSWER_TIMEOUT, Shared};
+use crate::mcp::sealed::{Answers, Binding};
+use crate::mcp::server::{HandlerMark, Shared};
 use crate::model::approval::Reply;
 use crate::model::call::Call;
 use crate::model::context::CallContext;
@@ -67,13 +67,16 @@ pub(crate) struct Handler {
 pub(crate) struct RequestScope {
     session: String,
     outputs: String,
+    /// The caller's credential, by its stable name.
+    caller: String,
 }
 
 impl RequestScope {
-    fn same(id: String) -> RequestScope {
+    fn same(id: String, caller: &Credential) -> RequestScope {
         RequestScope {
             outputs: id.clone(),
             session: id,
+            caller: caller.as_str().to_owned(),
         }
     }
 }
@@ -143,22 +146,25 @@ impl Handler {
     /// their unguessable ids. A 2026-07-28 request never resolves a 2025
     /// session from its header.
     fn scope(&self, context: &RequestContext<RoleServer>) -> RequestScope {
+        let anonymous = Credential::anonymous();
         let Some(parts) = context.extensions.get::<http::request::Parts>() else {
-            return RequestScope::same(self.connection.clone());
+            return RequestScope::same(self.connection.clone(), &anonymous);
         };
+        let credential = parts.extensions.get::<Credential>().unwrap_or(&anonymous);
         if is_legacy(context)
             && let Some(id) = session_header(parts)
         {
             self.mark.serves(id);
-            return RequestScope::same(id.to_owned());
+            return RequestScope::same(id.to_owned(), credential);
         }
-        let anonymous = Credential::anonymous();
-        let credential = parts.extensions.get::<Credential>().unwrap_or(&anonymous);
         match meta_str(context, SESSION_ID_KEY) {
-            Some(id) => RequestScope::same(format!("client:{}:{id}", credential.as_str())),
+            Some(id) => {
+                RequestScope::same(format!("client:{}:{id}", credential.as_str()), credential)
+            }
             None => RequestScope {
                 session: format!("request:{}", uuid::Uuid::new_v4().simple()),
                 outputs: format!("stateless:{}", credential.as_str()),
+                caller: credential.as_str().to_owned(),
             },
         }
     }
@@ -187,6 +193,7 @@ impl Handler {
         context: &RequestContext<RoleServer>,
         legacy: bool,
         steps: &mpsc::Sender<Step>,
+        answers: Answers,
     ) -> AskMode {
         // The request's own capabilities (2026-07-28), else those it gave
         // when initializing.
@@ -195,7 +202,7 @@ impl Handler {
             .is_some_and(|c| c.elicitation.is_some());
         match (elicits, legacy) {
             (false, _) => AskMode::Unable,
-            (true, false) => AskMode::Retry(steps.clone()),
+            (true, false) => AskMode::Retry(steps.clone(), answers),
             (true, true) => AskMode::Elicit(context.peer.clone()),
         }
     }
@@ -208,18 +215,22 @@ impl Handler {
         context: &RequestContext<RoleServer>,
         scope: &RequestScope,
         location: &Location,
+        answers: Answers,
     ) -> Result<Started, ErrorData> {
         let admitted = self.shared.admission.admit(&scope.session)?;
+        let arguments = request.arguments.unwrap_or_default();
+        let binding = Binding::new(&scope.caller, &scope.outputs, &request.name, &arguments);
         let snapshot = location.snapshot();
         let legacy = is_legacy(context);
         let output_schema = snapshot
             .tool(&request.name)
             .and_then(|t| t.output_schema())
             .map(|s| s.document().clone());
-        let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        let input = Value::Object(arguments).to_string();
         let cancel = self.shared.admission.stopping.child_token();
         let (steps_tx, steps) = mpsc::channel(1);
-        let ask = Arc::new(McpAsk::new(Self::ask_mode(context, legacy, &steps_tx)));
+        let mode = Self::ask_mode(context, legacy, &steps_tx, answers.clone());
+        let ask = Arc::new(McpAsk::new(mode));
         let mut call = Call::new(
             request.name,
             input,
@@ -261,6 +272,8 @@ impl Handler {
             output_schema,
             progress,
             ask,
+            binding,
+            answers,
         })
     }
 
@@ -269,7 +282,6 @@ impl Handler {
     async fn drive(
         &self,
         mut started: Started,
-        scope: &RequestScope,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let step = tokio::select! {
@@ -283,17 +295,20 @@ impl Handler {
             Some(Step::Done(settlement)) => self.finish(started, *settlement).await,
             Some(Step::Refused) => Err(Admitted::refusal()),
             Some(Step::Input(question)) => {
-                let handle = uuid::Uuid::new_v4().simple().to_string();
+                // Nothing waits between requests: this run stops here, and
+                // the retry re-runs the call with the answer (R39).
+                started.cancel.cancel();
+                // Its outcome (interrupted) is recorded before the answer.
+                while let Some(Step::Input(_)) = started.steps.recv().await {}
+                let state = self.shared.state_keys().ask(
+                    &started.binding,
+                    &started.answers,
+                    &question.fingerprint,
+                );
                 let mut requests = InputRequests::new();
                 let elicit = ElicitRequest::new(elicit_params(question.message));
                 requests.insert(QUESTION_KEY.into(), InputRequest::Elicitation(elicit));
-                let pending = Pending {
-                    session: scope.outputs.clone(),
-                    reply: question.reply,
-                    started,
-                };
-                self.suspend(handle.clone(), pending);
-                Ok(InputRequiredResult::new(Some(requests), Some(handle)).into())
+                Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
             }
             None => Err(ErrorData::internal_error(
                 "the call ended without an outcome",
@@ -302,43 +317,33 @@ impl Handler {
         }
     }
 
-    /// Keeps a call suspended until the client retries with the answer, or
-    /// denies it after [`PERMISSION_ANSWER_TIMEOUT`].
-    fn suspend(&self, handle: String, pending: Pending) {
-        self.shared.put_pending(handle.clone(), pending);
-        let shared = self.shared.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(PERMISSION_ANSWER_TIMEOUT).await;
-            if let Some(expired) = shared.take_pending(&handle) {
-                let _ = expired.reply.send(Reply::Reject);
-            }
-        });
-    }
-
-    /// A 2026-07-28 retry: the answer for the suspended call, then its next
-    /// step.
+    /// A 2026-07-28 retry: its sealed state opened and checked against
+    /// this call, then the call run again from the start with every
+    /// answer so far.
     async fn resume(
         &self,
-        handle: &str,
-        responses: Option<InputResponses>,
+        mut request: CallToolRequestParams,
+        state: &str,
         scope: &RequestScope,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let unknown = || {
-            ErrorData::invalid_params("unknown or expired requestState: call the tool again", None)
-        };
-        let pending = self.shared.take_pending(handle).ok_or_else(unknown)?;
-        if pending.session != scope.outputs {
-            self.shared.put_pending(handle.to_owned(), pending);
-            return Err(unknown());
-        }
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let binding = Binding::new(&scope.caller, &scope.outputs, &request.name, &arguments);
+        let responses = request.input_responses.take();
         let answer = responses.as_ref().and_then(|r| r.get(QUESTION_KEY));
         let reply = match answer {
             Some(result) if result["action"] == "accept" => reply_of(result.get("content")),
             _ => Reply::Reject,
         };
-        let _ = pending.reply.send(reply);
-        self.drive(pending.started, scope, context).await
+        let answers = self
+            .shared
+            .state_keys()
+            .answered(state, &binding, reply)
+            .map_err(|refused| ErrorData::invalid_params(refused.to_string(), None))?;
+        self.shared.loaded().await;
+        let location = self.location(scope).await;
+        let started = self.start(request, context, scope, &location, answers)?;
+        self.drive(started, context).await
     }
 
     /// The result of a settled call, after its last progress notification.
@@ -418,7 +423,7 @@ impl ServerHandler for Handler {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let scope = self.scope(&context);
@@ -428,15 +433,13 @@ impl ServerHandler for Handler {
                 .await
                 .map(Into::into);
         }
-        if let Some(handle) = request.request_state.clone() {
-            return self
-                .resume(&handle, request.input_responses, &scope, &context)
-                .await;
+        if let Some(state) = request.request_state.take() {
+            return self.resume(request, &state, &scope, &context).await;
         }
         self.shared.loaded().await;
         let location = self.location(&scope).await;
-        let started = self.start(request, &context, &scope, &location)?;
-        self.drive(started, &scope, &context).await
+        let started = self.start(request, &context, &scope, &location, Answers::default())?;
+        self.drive(started, &context).await
     }
 
     async fn list_resources(

@@ -20,13 +20,10 @@ use crate::error::Error;
 use crate::facade::location::Location;
 use crate::mcp::admission::Admission;
 use crate::mcp::bindings::Bindings;
-use crate::mcp::call::Pending;
+use crate::mcp::metrics::Metrics;
+use crate::mcp::sealed::StateKeys;
 use crate::mcp::sessions::SessionSources;
 use crate::wasm::activation::Activation;
-
-/// How long a call suspended in a permission question waits for a 2026-07-28
-/// client's retry with the answer; then it is denied.
-pub const PERMISSION_ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long `tools/list` and `tools/call` wait for plugins still loading
 /// (see [`McpServer::loading`]); then they see what has loaded, and clients
@@ -79,8 +76,9 @@ pub(crate) struct Shared {
     bridges: Mutex<Vec<McpConnection>>,
     /// The MCP servers each session gets its own of.
     pub(crate) session_sources: SessionSources,
-    /// Calls suspended in a permission question, by their handle.
-    pub(crate) pending: Mutex<HashMap<String, Pending>>,
+    /// Seals and opens the request states of permission questions asked
+    /// of 2026-07-28 clients (R39).
+    state_keys: Mutex<Arc<StateKeys>>,
     /// 2025 peers, told when the tool list changes, by their handler.
     peers: Mutex<HashMap<u64, Peer<RoleServer>>>,
     /// Numbers the handlers (one per stdio connection or HTTP session).
@@ -133,7 +131,7 @@ impl McpServer {
                 plugins: Mutex::default(),
                 bridges: Mutex::default(),
                 session_sources: SessionSources::default(),
-                pending: Mutex::default(),
+                state_keys: Mutex::new(Arc::new(StateKeys::ephemeral())),
                 peers: Mutex::default(),
                 handlers: AtomicU64::new(0),
                 tools_changed: broadcast::channel(16).0,
@@ -153,6 +151,15 @@ impl McpServer {
         self.shared
             .ask_clients
             .store(ask, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
+    /// Seals the `requestState` of permission questions asked of
+    /// 2026-07-28 clients with `keys`, so the retry can land on any replica
+    /// that has them (R39). Default: a random key of this process, so
+    /// only this process opens its states.
+    pub fn state_keys(self, keys: StateKeys) -> McpServer {
+        *lock(&self.shared.state_keys) = Arc::new(keys);
         self
     }
 
@@ -289,17 +296,21 @@ impl Shared {
     /// Forgets what `session` left behind: its binding and its per-session
     /// servers. Its retained outputs stay in the store until retention
     /// ends.
+    /// The OpenMetrics text of this server's metrics now.
+    pub(crate) fn encode_metrics(&self) -> String {
+        self.admission
+            .metrics()
+            .encode(self.admission.slots_held(), self.bindings.len())
+    }
+
+    /// The keys that seal and open request states.
+    pub(crate) fn state_keys(&self) -> Arc<StateKeys> {
+        lock(&self.state_keys).clone()
+    }
+
     fn forget_session(&self, session: &str) {
         self.bindings.forget(session);
         self.session_sources.forget(session);
-    }
-
-    pub(crate) fn take_pending(&self, handle: &str) -> Option<Pending> {
-        lock(&self.pending).remove(handle)
-    }
-
-    pub(crate) fn put_pending(&self, handle: String, pending: Pending) {
-        lock(&self.pending).insert(handle, pending);
     }
 }
 
@@ -341,5 +352,31 @@ impl Drop for HandlerMark {
         if let Some(session) = self.session.get() {
             shared.forget_session(session);
         }
+    }
+}
+
+impl McpServer {
+    /// Counts this server's calls, sessions and HTTP requests in `metrics`
+    /// (e.g. the ones a [`MeteredStore`](crate::mcp::MeteredStore) counts the store's operations in).
+    /// Call it before serving: a server whose metrics were already used
+    /// keeps those. Default: metrics of its own.
+    pub fn with_metrics(self, metrics: Metrics) -> McpServer {
+        if self.shared.admission.metrics.set(metrics).is_err() {
+            tracing::warn!("the server already counts in other metrics; these are not used");
+        }
+        self.metrics();
+        self
+    }
+
+    /// The metrics this server counts in.
+    pub fn metrics(&self) -> Metrics {
+        let metrics = self.shared.admission.metrics();
+        metrics.serve(&self.shared.location);
+        metrics.clone()
+    }
+
+    /// The OpenMetrics text of this server's metrics now.
+    pub fn encode_metrics(&self) -> String {
+        self.shared.encode_metrics()
     }
 }
