@@ -19,7 +19,6 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::facade::location::Location;
-use crate::mcp::server::{McpServer, Shared};
 use crate::model::context::CallContext;
 use crate::model::outcome::Settlement;
 use crate::store::{Claim, OutcomeFilter, Recorded, Store, StoreEvent, StoreFuture, StoredOutput};
@@ -334,49 +333,17 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text of every metric, the gauges sampled from
-    /// `shared` now.
-    pub(crate) fn encode(&self, shared: &Shared) -> String {
-        self.sample(shared);
+    /// The OpenMetrics text of every metric, with the slots in use and the
+    /// sessions sampled now.
+    pub(crate) fn encode(&self, slots_in_use: usize, sessions: usize) -> String {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.inner.slots_in_use.set(gauge(slots_in_use));
+        self.inner.sessions.set(gauge(sessions));
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.inner.registry).is_err() {
             tracing::error!("cannot encode the metrics");
         }
         text
-    }
-
-    fn sample(&self, shared: &Shared) {
-        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        self.inner
-            .slots_in_use
-            .set(gauge(shared.admission.slots_held()));
-        self.inner.sessions.set(gauge(shared.bindings.len()));
-    }
-}
-
-impl McpServer {
-    /// Counts this server's calls, sessions and HTTP requests in `metrics`
-    /// (e.g. the ones a [`MeteredStore`] counts the store's operations in).
-    /// Call it before serving: a server whose metrics were already used
-    /// keeps those. Default: metrics of its own.
-    pub fn with_metrics(self, metrics: Metrics) -> McpServer {
-        if self.shared.admission.metrics.set(metrics).is_err() {
-            tracing::warn!("the server already counts in other metrics; these are not used");
-        }
-        self.metrics();
-        self
-    }
-
-    /// The metrics this server counts in.
-    pub fn metrics(&self) -> Metrics {
-        let metrics = self.shared.admission.metrics();
-        metrics.serve(&self.shared.location);
-        metrics.clone()
-    }
-
-    /// The OpenMetrics text of this server's metrics now.
-    pub fn encode_metrics(&self) -> String {
-        self.metrics().encode(&self.shared)
     }
 }
 

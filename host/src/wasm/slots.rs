@@ -108,6 +108,7 @@ impl FairSlots {
     }
 
     /// Slots held now, by every key.
+    #[cfg(feature = "mcp")]
     pub(crate) fn held(&self) -> usize {
         lock(&self.state).held.values().sum()
     }

@@ -140,7 +140,9 @@ async fn stopping_readyz() -> Response {
 }
 
 async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
-    let body = ops.metrics.encode(&ops.shared);
+    let body = ops
+        .metrics
+        .encode(ops.shared.admission.slots_held(), ops.shared.bindings.len());
     (
         StatusCode::OK,
         [
