@@ -40,7 +40,7 @@ fn outcome_ids(lines: &[Value]) -> Vec<String> {
 
 /// The size limit the kernel puts on files `pid` writes (`RLIMIT_FSIZE`);
 /// a write crossing it is cut short, the next fails with `EFBIG`.
-fn limit_file_size(pid: u32, bytes: u64) {
+pub(crate) fn limit_file_size(pid: u32, bytes: u64) {
     let limit = libc::rlimit {
         rlim_cur: bytes,
         rlim_max: libc::RLIM_INFINITY,

@@ -476,3 +476,45 @@ fn r38_serve_on_postgres_records_once_replays_by_message_id_and_retains() {
         "recorded once"
     );
 }
+
+#[test]
+fn r38_a_full_disk_fails_calls_naming_the_store_and_serve_recovers_when_there_is_room() {
+    use std::os::unix::process::CommandExt as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut served = crate::stdio::Served::start(&[crate::TEXT_TOOLS], dir.path(), |c| {
+        // SAFETY: only async-signal-safe calls between fork and exec. A
+        // write past the file size limit then fails with EFBIG (as on a
+        // full disk) instead of killing the server with SIGXFSZ.
+        unsafe {
+            c.pre_exec(|| {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    });
+    let echo = json!({"message": "hi"});
+    // The first call opens the embedded store and makes the plugin's
+    // memory image (a file too) before the disk fills.
+    assert!(served.call(1, "echo", echo.clone()).get("result").is_some());
+    crate::event_log::limit_file_size(served.pid(), 1);
+    let full = served.call(2, "echo", echo.clone());
+    let message = full["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(message.contains("could not claim"), "{full}");
+    assert!(message.contains("store.sqlite3"), "names the store: {full}");
+    crate::event_log::limit_file_size(served.pid(), libc::RLIM_INFINITY);
+    let back = served.call(3, "echo", echo);
+    assert_eq!(back["result"]["content"][0]["text"], "hi", "{back}");
+    drop(served);
+    // Nothing recorded twice, nothing lost: the two calls that ran.
+    let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["events", "--json", "--state-dir"])
+        .arg(dir.path().join("outputs"))
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+}
