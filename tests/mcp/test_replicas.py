@@ -557,13 +557,14 @@ def test_sigterm_turns_readyz_first_and_the_call_in_flight_finishes(d: Deploymen
             home.server.process.send_signal(signal.SIGTERM)
             wait_until(lambda: home.readyz() == 503, PATIENCE, "/readyz to say 503")
             assert not running.done(), "the slow call ended before /readyz said 503: make it slower"
-            # HAProxy takes it out of rotation; new calls meanwhile succeed
-            # (a stopping replica's 503 is retried elsewhere).
+            # HAProxy takes it out of rotation; new calls go elsewhere while
+            # the slow call still runs. (Before the check notices, a request
+            # may still reach it and get 503 with Retry-After: 1.)
+            d.proxy.wait_states({home.name: "DOWN"}, "HAProxy to take the stopping replica out")
             client = d.client()
             for n in range(6):
                 _, reply = call(client, "echo", {"message": f"during {n}"})
                 assert result_text(reply) == f"during {n}"
-            d.proxy.wait_states({home.name: "DOWN"}, "HAProxy to take the stopping replica out")
             _, reply = running.result(timeout=GRACE + 15)
             assert (reply.get("result") or {}).get("isError") is False, reply
             assert "checksum" in json.loads(result_text(reply)), reply
