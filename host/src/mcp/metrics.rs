@@ -110,7 +110,7 @@ pub(crate) fn route_label(path: &str) -> &'static str {
 }
 
 /// A server's metrics. Cheap to clone: clones share the counts. Give one to
-/// [`McpServer::with_metrics`] and to a [`MeteredStore`] to count the
+/// [`McpServer::with_metrics`](crate::mcp::McpServer::with_metrics) and to a [`MeteredStore`] to count the
 /// store's operations too.
 #[derive(Clone)]
 pub struct Metrics {
