@@ -120,3 +120,39 @@ def test_r39_states_bound_elsewhere_are_refused(replicas) -> None:
     # The state is good for its own call: it completes.
     done = call(two, arguments, state=state, answer="once", session=session)
     assert done["result"]["isError"] is False, done
+
+
+def measure(rounds: int) -> None:
+    """Median time of a call a rule allows against an ask answered through
+    its sealed state (docs/performance.md): `python test_sealed.py
+    --measure N` with TOOLHOST_BIN, TOOLHOST_PLUGINS and TMPDIR set."""
+    import os
+    import statistics
+    import time
+
+    work = Path(os.environ["TMPDIR"]) / f"sealed-measure-{uuid.uuid4().hex[:8]}"
+    work.mkdir(parents=True)
+    flags = ["--state-key-file", str(key_file(work / "key")), "--allow", "net:example.org/plain/*"]
+    with http_server(PLUGINS, work / "server", work / "cache", flags=flags) as server:
+        client = Client(server.url)
+        plain, sealed = [], []
+        for i in range(rounds):
+            start = time.perf_counter()
+            allowed = call(client, {"action": "net", "resource": f"example.org/plain/{i}"})
+            plain.append(time.perf_counter() - start)
+            assert allowed["result"]["isError"] is False, allowed
+            arguments = {"action": "net", "resource": f"example.org/ask/{i}"}
+            start = time.perf_counter()
+            state = asked(call(client, arguments))
+            done = call(client, arguments, state=state, answer="once")
+            sealed.append(time.perf_counter() - start)
+            assert done["result"]["isError"] is False, done
+        client.close()
+    a, b = statistics.median(plain), statistics.median(sealed)
+    print(f"allowed by a rule: median {a * 1e3:.2f} ms; asked and answered: median {b * 1e3:.2f} ms ({b / a:.1f}x)")
+
+
+if __name__ == "__main__":
+    import sys
+
+    measure(int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[1] == "--measure" else 60)
