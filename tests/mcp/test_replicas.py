@@ -11,7 +11,9 @@ stateless 2026-07-28 requests, 2025 sessions pinned by `Mcp-Session-Id`,
 - a bounded load run during which a replica is SIGKILLed and restarted:
   every call a client saw complete has exactly one outcome in Postgres;
 - SIGTERM: `/readyz` turns 503 first, the call in flight finishes within
-  `--grace`, new calls through the balancer succeed.
+  `--grace`, new calls through the balancer succeed;
+- the replicas' `/metrics` count exactly the calls made through the
+  balancer, and no session id appears in them.
 
 It needs the Debian packages `postgresql` and `haproxy` (`.ci/run` installs
 both). `python tests/mcp/test_replicas.py --measure` (same environment as
@@ -677,3 +679,30 @@ if __name__ == "__main__":
     if sys.argv[1:2] != ["--measure"]:
         sys.exit("usage: python tests/mcp/test_replicas.py --measure [CLIENTS [CALLS]]")
     main()
+
+
+# --- 6. metrics through the balancer -----------------------------------------------
+
+ECHOES = 'toolhost_calls_total{tool="echo",status="completed"}'
+
+
+def echoes_counted(replica: Replica) -> tuple[float, str]:
+    """The completed echo calls `/metrics` of `replica` counts, and the text."""
+    body = httpx2.get(replica.base + "/metrics", timeout=5).text
+    counted = sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines() if line.startswith(ECHOES + " "))
+    return counted, body
+
+
+def test_metrics_of_the_replicas_count_the_calls_made_through_the_balancer(d: Deployment) -> None:
+    before = [echoes_counted(r)[0] for r in d.replicas]
+    client = d.client()
+    session = uuid.uuid4().hex
+    for i in range(30):
+        _, response = call(client, "echo", {"message": f"m{i}"}, _meta=meta(session=session))
+        assert result_text(response) == f"m{i}"
+    after = [echoes_counted(r) for r in d.replicas]
+    deltas = [a[0] - b for a, b in zip(after, before)]
+    assert sum(deltas) == 30, f"the replicas counted {deltas} echo calls"
+    assert sum(1 for n in deltas if n > 0) >= 2, f"round robin spread the calls: {deltas}"
+    for _, body in after:
+        assert session not in body, "no session id is ever a label"
