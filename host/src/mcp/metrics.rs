@@ -16,7 +16,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::facade::location::Location;
 use crate::model::context::CallContext;
@@ -156,6 +156,19 @@ fn store_histogram() -> Histogram {
     ))
 }
 
+/// Registers `metric` in `registry` and gives it back (a clone shares its
+/// values).
+fn add<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// As [`add`], for a metric in seconds.
+fn add_seconds<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register_with_unit(name, help, Unit::Seconds, metric.clone());
+    metric
+}
+
 impl Default for Metrics {
     fn default() -> Metrics {
         Metrics::new()
@@ -165,84 +178,69 @@ impl Default for Metrics {
 impl Metrics {
     /// Metrics with every count at zero.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("toolhost");
-        let calls = Family::<CallLabels, Counter>::default();
-        registry.register(
-            "calls",
-            "Tool calls settled, by tool and status (completed, error, interrupted, defect)",
-            calls.clone(),
-        );
-        let call_duration =
-            Family::<ToolLabel, Histogram>::new_with_constructor(call_histogram as fn() -> _);
-        registry.register_with_unit(
-            "call_duration",
-            "How long settled calls ran, from settling to the end of execution (replays not counted)",
-            Unit::Seconds,
-            call_duration.clone(),
-        );
-        let queue_wait = call_histogram();
-        registry.register_with_unit(
-            "queue_wait",
-            "How long calls waited for one of the server's slots",
-            Unit::Seconds,
-            queue_wait.clone(),
-        );
-        let in_flight = Gauge::default();
-        registry.register(
-            "calls_in_flight",
-            "Tool calls taken on and not yet settled: running, waiting for a slot or for a permission answer",
-            in_flight.clone(),
-        );
-        let waiting = Gauge::default();
-        registry.register(
-            "calls_waiting",
-            "Tool calls waiting for a slot",
-            waiting.clone(),
-        );
-        let slots_in_use = Gauge::default();
-        registry.register(
-            "slots_in_use",
-            "The server's call slots in use (MAX_CALLS_IN_FLIGHT in all)",
-            slots_in_use.clone(),
-        );
-        let sessions = Gauge::default();
-        registry.register("sessions", "Open HTTP sessions", sessions.clone());
-        let store_duration =
-            Family::<OperationLabel, Histogram>::new_with_constructor(store_histogram as fn() -> _);
-        registry.register_with_unit(
-            "store_duration",
-            "How long store operations took, by operation",
-            Unit::Seconds,
-            store_duration.clone(),
-        );
-        let store_errors = Family::<OperationLabel, Counter>::default();
-        registry.register(
-            "store_errors",
-            "Store operations that failed, by operation",
-            store_errors.clone(),
-        );
-        let http_requests = Family::<HttpLabels, Counter>::default();
-        registry.register(
-            "http_requests",
-            "HTTP requests answered, by route (mcp, healthz, readyz, metrics, other) and status code",
-            http_requests.clone(),
-        );
+        let mut r = Registry::with_prefix("toolhost");
+        let inner = Inner {
+            calls: add(
+                &mut r,
+                "calls",
+                "Tool calls settled, by tool and status (completed, error, interrupted, defect)",
+                Family::default(),
+            ),
+            call_duration: add_seconds(
+                &mut r,
+                "call_duration",
+                "How long settled calls ran, from settling to the end of execution (replays not counted)",
+                Family::new_with_constructor(call_histogram as fn() -> _),
+            ),
+            queue_wait: add_seconds(
+                &mut r,
+                "queue_wait",
+                "How long calls waited for one of the server's slots",
+                call_histogram(),
+            ),
+            in_flight: add(
+                &mut r,
+                "calls_in_flight",
+                "Tool calls taken on and not yet settled: running, waiting for a slot or for a permission answer",
+                Gauge::default(),
+            ),
+            waiting: add(
+                &mut r,
+                "calls_waiting",
+                "Tool calls waiting for a slot",
+                Gauge::default(),
+            ),
+            slots_in_use: add(
+                &mut r,
+                "slots_in_use",
+                "The server's call slots in use (MAX_CALLS_IN_FLIGHT in all)",
+                Gauge::default(),
+            ),
+            sessions: add(&mut r, "sessions", "Open HTTP sessions", Gauge::default()),
+            store_duration: add_seconds(
+                &mut r,
+                "store_duration",
+                "How long store operations took, by operation",
+                Family::new_with_constructor(store_histogram as fn() -> _),
+            ),
+            store_errors: add(
+                &mut r,
+                "store_errors",
+                "Store operations that failed, by operation",
+                Family::default(),
+            ),
+            http_requests: add(
+                &mut r,
+                "http_requests",
+                "HTTP requests answered, by route (mcp, healthz, readyz, metrics, other) and status code",
+                Family::default(),
+            ),
+            tools: Mutex::default(),
+            served: OnceLock::new(),
+            registry: r,
+        };
         Metrics {
-            inner: Arc::new(Inner {
-                registry,
-                calls,
-                call_duration,
-                queue_wait,
-                in_flight,
-                waiting,
-                slots_in_use,
-                sessions,
-                store_duration,
-                store_errors,
-                http_requests,
-                tools: Mutex::default(),
-                served: OnceLock::new(),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
