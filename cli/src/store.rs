@@ -63,6 +63,10 @@ impl StoreArgs {
     }
 }
 
+/// Outcomes one `toolhost events` lists at most: each is read whole into
+/// memory, and the store keeps every outcome.
+const MAX_LISTED_EVENTS: u32 = 10_000;
+
 /// `toolhost events`' filters.
 #[derive(Args, Clone, Debug)]
 pub(crate) struct EventsArgs {
@@ -83,8 +87,8 @@ pub(crate) struct EventsArgs {
     /// Only outcomes recorded within this long, e.g. 10m, 2h, 7d.
     #[arg(long, value_parser = parse_duration)]
     since: Option<Duration>,
-    /// At most this many, newest first.
-    #[arg(long, default_value_t = 100)]
+    /// At most this many, newest first (at most 10,000).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_LISTED_EVENTS)))]
     limit: u32,
     /// Print one JSON object per outcome (JSON Lines).
     #[arg(long)]

@@ -407,6 +407,8 @@ fn r38_toolhost_events_lists_recorded_outcomes_by_filter() {
         assert!(newest.contains(session), "newest first: {newest}");
         let (_, none, _) = toolhost(&["events", "--since", "0s", "--tool", "nothing"]);
         assert_eq!(none, "");
+        let (code, _, said) = toolhost(&["events", "--limit", "10001"]);
+        assert_eq!(code, Some(2), "an unbounded listing is refused: {said}");
     }
 }
 

@@ -386,6 +386,13 @@ mod tests {
                 .unwrap_err(),
             Refused::Unreadable
         );
+        // A hostile client's huge state is refused before it is decoded.
+        let huge = "A".repeat(MAX_SEALED_STATE_BYTES + 1);
+        assert_eq!(
+            keys.answered(&huge, &binding("write_file"), Reply::Once)
+                .unwrap_err(),
+            Refused::Unreadable
+        );
         let stranger = StateKeys::ephemeral();
         assert_eq!(
             stranger
