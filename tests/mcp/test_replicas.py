@@ -458,8 +458,12 @@ async def test_a_2025_session_stays_on_its_replica_and_is_not_found_when_it_dies
 # --- 4. a load run through a SIGKILL and a restart ---------------------------------
 
 
-CLIENTS = 8
-CALLS = 40
+CLIENTS = 20
+CALLS = 300
+# Of every 20 calls: one bounded output (retained in full), two permission
+# asks answered by a retry (two requests each, on two replicas), the rest echo.
+ASKS = (7, 14)
+OUTPUT = 19
 
 
 @dataclass
@@ -467,10 +471,39 @@ class Seen:
     """What one call looked like to its client."""
 
     message_id: str
-    tool: str
     completed: bool
     failure: str = ""
     retained: str | None = None
+    asked: str | None = None  # the message id of an ask's first request
+
+
+def load_call(client: Client, session: str, n: int, seen: Seen) -> None:
+    """One call of the load run: an echo, a bounded output or an ask and
+    its answered retry. Raises when its client sees it fail."""
+    message_id = seen.message_id
+    if n % 20 in ASKS:
+        arguments = {"action": "net", "resource": f"example.org/load/{message_id}"}
+        seen.asked = f"{message_id}-asked"
+        _, asked = call(client, "ask", arguments, _meta=meta(session, seen.asked, forms=True))
+        result = asked.get("result") or {}
+        assert result.get("resultType") == "input_required", asked
+        _, done = call(
+            client,
+            "ask",
+            arguments,
+            _meta=meta(session, message_id, forms=True),
+            requestState=result["requestState"],
+            inputResponses={"permission": {"action": "accept", "content": {"answer": "once"}}},
+        )
+        assert result_text(done) == "granted", done
+    elif n % 20 == OUTPUT:
+        _, reply = call(client, "generate", {"bytes": 100_000}, _meta=meta(session, message_id))
+        found = MARKER.search(result_text(reply))
+        assert found, result_text(reply)[:300]
+        seen.retained = found.group(1)
+    else:
+        _, reply = call(client, "echo", {"message": message_id}, _meta=meta(session, message_id))
+        assert result_text(reply) == message_id, reply
 
 
 def load_client(d: Deployment, number: int, done: list[Seen], lock: threading.Lock) -> None:
@@ -478,18 +511,9 @@ def load_client(d: Deployment, number: int, done: list[Seen], lock: threading.Lo
     session = f"load-{number}-{uuid.uuid4().hex[:8]}"
     try:
         for n in range(CALLS):
-            message_id = f"{session}-{n}"
-            tool, arguments = ("generate", {"bytes": 100_000}) if n % 5 == 4 else ("echo", {"message": message_id})
-            seen = Seen(message_id, tool, completed=False)
+            seen = Seen(f"{session}-{n}", completed=False)
             try:
-                _, reply = call(client, tool, arguments, request_id=f"r{n}", _meta=meta(session, message_id))
-                out = result_text(reply)
-                if tool == "echo":
-                    assert out == message_id, out
-                else:
-                    found = MARKER.search(out)
-                    assert found, out[:300]
-                    seen.retained = found.group(1)
+                load_call(client, session, n, seen)
                 seen.completed = True
             except (AssertionError, httpx2.HTTPError) as e:
                 seen.failure = f"{type(e).__name__}: {str(e)[:300]}"
@@ -512,7 +536,7 @@ def test_a_load_run_through_a_sigkill_loses_and_duplicates_nothing(d: Deployment
         wait_until(lambda: len(done) >= killed_at + total // 8 or all(f.done() for f in futures), PATIENCE, "calls after the kill")
         victim.start()
         for f in futures:
-            f.result(timeout=PATIENCE * 2)
+            f.result(timeout=PATIENCE * 10)
     print(f"load: {total} calls, {victim.name} killed after {killed_at}, restarted; failed: {[s.failure for s in done if not s.completed]}")
     assert killed_at < total, "the load finished before the kill: nothing was tested"
     assert len(done) == total, "every call either completed or failed visibly"
@@ -529,6 +553,10 @@ def test_a_load_run_through_a_sigkill_loses_and_duplicates_nothing(d: Deployment
     for s in completed:
         assert s.message_id in recorded, f"{s.message_id} completed for its client but has no row"
         assert recorded[s.message_id] == ["done", "completed"], (s.message_id, recorded[s.message_id])
+        if s.asked:
+            assert s.asked in recorded, f"{s.asked}: the ask's first request has no row"
+    asks = sum(1 for s in completed if s.asked)
+    assert asks >= len(ASKS) * total // 20 - CLIENTS * 2, f"only {asks} asks completed"
 
     # No retained output is lost: each is readable through the balancer.
     d.healthy()
