@@ -1,6 +1,8 @@
-//! Embeds `templates/` (the projects `toolhost new` writes) in the binary,
-//! and, with the `code-mode` feature (on by default), the Code Mode
-//! interpreter built from `code-mode/` for wasm32-wasip2.
+//! Embeds `templates/` (the projects `toolhost new` writes) in the binary;
+//! with the `code-mode` feature (on by default), the Code Mode interpreter
+//! built from `code-mode/` for wasm32-wasip2; and with the `std-tools`
+//! feature (on by default), the standard toolset's two components built
+//! from `std-tools/` (`--std DIR`).
 //!
 //! Generates `$OUT_DIR/templates.rs`: one `(language, path, contents)` entry
 //! per file of `templates/<language>/`, each contents an `include_bytes!`, so
@@ -38,21 +40,46 @@ fn main() {
     out.push_str("];\n");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
     fs::write(out_dir.join("templates.rs"), out).expect("cannot write templates.rs");
+    let root = manifest_dir.parent().expect("the CLI is in the workspace");
     if env::var_os("CARGO_FEATURE_CODE_MODE").is_some() {
-        let root = manifest_dir.parent().expect("the CLI is in the workspace");
-        let wasm = build_interpreter(root);
-        fs::copy(&wasm, out_dir.join("interpreter.wasm")).unwrap_or_else(|e| {
-            panic!("cannot copy {}: {e}", wasm.display());
-        });
+        let watched = ["src", "wit", "build.rs", "Cargo.toml", "Cargo.lock"]
+            .map(|w| format!("code-mode/{w}"));
+        let built = build_guest(root, "code-mode", &watched, "the Code Mode interpreter");
+        copy(
+            &built.join("toolhost_interpreter.wasm"),
+            &out_dir.join("interpreter.wasm"),
+        );
+    }
+    if env::var_os("CARGO_FEATURE_STD_TOOLS").is_some() {
+        // Built with the SDK, so a change there rebuilds it too.
+        let watched = [
+            "std-tools",
+            "guest-sdk/src",
+            "guest-sdk/Cargo.toml",
+            "guest-sdk/wit",
+        ];
+        let built = build_guest(root, "std-tools", &watched, "the standard toolset");
+        for name in ["toolhost_std_read.wasm", "toolhost_std_edit.wasm"] {
+            copy(&built.join(name), &out_dir.join(name));
+        }
     }
 }
 
-/// Builds the interpreter component in release into the shared target
-/// directory's `plugins/` (where the tests build it too) and returns it.
-fn build_interpreter(root: &Path) -> PathBuf {
-    let source = root.join("code-mode");
-    for watched in ["src", "wit", "build.rs", "Cargo.toml", "Cargo.lock"] {
-        println!("cargo:rerun-if-changed={}", source.join(watched).display());
+fn copy(from: &Path, to: &Path) {
+    fs::copy(from, to).unwrap_or_else(|e| panic!("cannot copy {}: {e}", from.display()));
+}
+
+/// Builds the guest workspace `dir` in release into the shared target
+/// directory's `plugins/` (where the tests build it too) and returns the
+/// directory its components are in. `watched` (relative to `root`) are
+/// what it is built from.
+fn build_guest(root: &Path, dir: &str, watched: &[impl AsRef<str>], what: &str) -> PathBuf {
+    let source = root.join(dir);
+    for path in watched {
+        println!(
+            "cargo:rerun-if-changed={}",
+            root.join(path.as_ref()).display()
+        );
     }
     let target = env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -79,14 +106,14 @@ fn build_interpreter(root: &Path) -> PathBuf {
     }
     let status = cmd
         .status()
-        .unwrap_or_else(|e| panic!("cannot run cargo to build the Code Mode interpreter: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run cargo to build {what}: {e}"));
     assert!(
         status.success(),
-        "building the Code Mode interpreter (code-mode/) failed; is the wasm32-wasip2 target \
-         installed? Run `rustup target add wasm32-wasip2`, or build the CLI with \
-         `--no-default-features` to leave Code Mode out"
+        "building {what} ({dir}/) failed; is the wasm32-wasip2 target installed? Run \
+         `rustup target add wasm32-wasip2`, or build the CLI with `--no-default-features` to \
+         leave Code Mode and the standard toolset out"
     );
-    target.join("wasm32-wasip2/release/toolhost_interpreter.wasm")
+    target.join("wasm32-wasip2/release")
 }
 
 /// Every file under `dir`, recursively.

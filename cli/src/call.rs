@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::io::{IsTerminal, Read, Write};
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -10,6 +10,7 @@ use toolhost::events::{EventSink, ProgressEvent};
 use toolhost::{Call, CallContext, CancellationToken, ContentPart, Outcome};
 
 use crate::common::{Common, activate_all, specs};
+use crate::std_tools::StdArgs;
 use crate::{Failure, exit, stdio, terminal, usage};
 
 /// Shows progress: JSON lines on stderr with `--json`, one updating line on
@@ -35,9 +36,10 @@ impl EventSink for ProgressPrinter {
 }
 
 pub(crate) async fn run(
-    plugin: &Path,
+    plugins: &[PathBuf],
     tool: &str,
     input: &str,
+    std: &StdArgs,
     common: &Common,
 ) -> Result<u8, Failure> {
     let input = if input == "-" {
@@ -56,7 +58,8 @@ pub(crate) async fn run(
         terminal,
     });
     let host = common.host(Some(printer), true).await?;
-    let specs = specs(std::slice::from_ref(&plugin.to_path_buf()), common)?;
+    let mut specs = specs(plugins, common)?;
+    let _std = std.add(&mut specs, common)?;
     let (location, _activations) = activate_all(&host, &specs).await?;
     let snapshot = location.snapshot();
     // Fresh ids each run: the store replays ids it has an outcome for.

@@ -162,7 +162,7 @@ impl Common {
 
     /// Grants, limits and configuration from flags, over what a manifest
     /// says.
-    fn apply(&self, options: &mut PluginOptions) {
+    pub(crate) fn apply(&self, options: &mut PluginOptions) {
         options.overrides = self.overrides().or(options.overrides);
         if let Some(config) = &self.config {
             options.config = config.clone();

@@ -7,11 +7,17 @@ use anyhow::Context as _;
 use toolhost::registry::CatalogEntry;
 
 use crate::common::{Common, activate_all, specs};
+use crate::std_tools::StdArgs;
 use crate::{Failure, exit, stdio, terminal};
 
-pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Failure> {
+pub(crate) async fn run(
+    plugins: &[PathBuf],
+    std: &StdArgs,
+    common: &Common,
+) -> Result<u8, Failure> {
     let host = common.host(None, true).await?;
-    let specs = specs(plugins, common)?;
+    let mut specs = specs(plugins, common)?;
+    let _std = std.add(&mut specs, common)?;
     let (location, _activations) = activate_all(&host, &specs).await?;
     let catalog = location.catalog();
     if common.json {

@@ -13,6 +13,7 @@ mod logging;
 mod new;
 mod prompt;
 mod serve;
+mod std_tools;
 mod stdio;
 mod store;
 mod terminal;
@@ -66,20 +67,26 @@ enum Command {
     /// List the tools that plugins register, in load order (later wins).
     List {
         /// Plugins: .wasm components or .toml manifests.
-        #[arg(required = true)]
+        #[arg(required_unless_present_any = ["std", "std_readonly"])]
         plugins: Vec<PathBuf>,
+        #[command(flatten)]
+        std: std_tools::StdArgs,
         #[command(flatten)]
         common: Common,
     },
     /// Call one tool and print its content (or, with --json, the outcome).
     Call {
-        /// The plugin: a .wasm component or a .toml manifest.
+        /// The plugin: a .wasm component or a .toml manifest. With --std
+        /// and no TOOL, the tool's name (a standard tool's).
         plugin: PathBuf,
         /// The tool's name.
-        tool: String,
+        #[arg(required_unless_present_any = ["std", "std_readonly"])]
+        tool: Option<String>,
         /// The input as JSON, or `-` to read it from stdin.
         #[arg(long, short, default_value = "{}")]
         input: String,
+        #[command(flatten)]
+        std: std_tools::StdArgs,
         #[command(flatten)]
         common: Common,
     },
@@ -99,8 +106,10 @@ enum Command {
     /// streamable HTTP with --http).
     Serve {
         /// Plugins: .wasm components, .toml manifests, or directories of them.
-        #[arg(required = true)]
+        #[arg(required_unless_present_any = ["std", "std_readonly"])]
         plugins: Vec<PathBuf>,
+        #[command(flatten)]
+        std: std_tools::StdArgs,
         #[command(flatten)]
         serve: Box<serve::ServeArgs>,
         #[command(flatten)]
@@ -221,13 +230,25 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::List { plugins, common } => until_signal(list::run(&plugins, &common)).await,
+            Command::List {
+                plugins,
+                std,
+                common,
+            } => until_signal(list::run(&plugins, &std, &common)).await,
             Command::Call {
                 plugin,
                 tool,
                 input,
+                std,
                 common,
-            } => call::run(&plugin, &tool, &input, &common).await,
+            } => {
+                // `call --std DIR TOOL`: the one name is a standard tool's.
+                let (plugins, tool) = match tool {
+                    Some(tool) => (vec![plugin], tool),
+                    None => (Vec::new(), plugin.to_string_lossy().into_owned()),
+                };
+                call::run(&plugins, &tool, &input, &std, &common).await
+            }
             Command::Check {
                 plugins,
                 junit,
@@ -242,9 +263,10 @@ fn main() -> ExitCode {
             Command::New { name, lang, dir } => new::run(&name, lang, dir.as_deref()),
             Command::Serve {
                 plugins,
+                std,
                 serve,
                 common,
-            } => serve::run((*serve).into_serve(plugins), &common).await,
+            } => serve::run((*serve).into_serve(plugins), &std, &common).await,
         }
     });
     // A blocking thread can still be stuck on a guest's behalf (a prompt

@@ -15,6 +15,7 @@ use toolhost::mcp::Metrics;
 use toolhost::mcp::{HttpOptions, Loading, McpServer, ServeError, StateKeys, Watcher};
 
 use crate::common::{Common, Specs, specs};
+use crate::std_tools::StdArgs;
 use crate::{Failure, exit, stdio, terminal, usage};
 
 /// The flags of `serve` besides the common ones.
@@ -138,9 +139,10 @@ pub(crate) struct Serve {
     pub(crate) options: HttpOptions,
 }
 
-pub(crate) async fn run(serve: Serve, common: &Common) -> Result<u8, Failure> {
+pub(crate) async fn run(serve: Serve, std: &StdArgs, common: &Common) -> Result<u8, Failure> {
     let paths = expand(&serve.plugins)?;
-    let specs = specs(&paths, common)?;
+    let mut specs = specs(&paths, common)?;
+    let _std = std.add(&mut specs, common)?;
     let sink: Option<Arc<dyn EventSink>> = match &serve.events {
         Some(file) => Some(Arc::new(JsonLinesSink::open(file).with_context(|| {
             format!("cannot open the event log {}", file.display())

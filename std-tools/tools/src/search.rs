@@ -67,12 +67,14 @@ pub const LIST_IGNORES: &[&str] = &[
 
 /// A walk of `dir`: `.gitignore` (also outside a git repository),
 /// `.ignore` and global git excludes respected; hidden entries skipped
-/// unless `hidden`; `.git` itself always skipped.
+/// unless `hidden`; `.git` itself always skipped; in name order, so
+/// results are stable.
 fn walk(dir: &Path, hidden: bool) -> ignore::Walk {
     WalkBuilder::new(dir)
         .hidden(!hidden)
         .require_git(false)
         .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
         .filter_entry(|e| e.file_name() != ".git")
         .build()
 }
