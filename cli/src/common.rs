@@ -79,6 +79,8 @@ pub(crate) struct Common {
     /// that calls the other tools and returns what it chooses.
     #[arg(long)]
     code_mode: bool,
+    #[command(flatten)]
+    oci: crate::oci::OciArgs,
 }
 
 impl Common {
@@ -151,6 +153,7 @@ impl Common {
             builder =
                 builder.compile_worker(CompileWorker::new(exe).arg(crate::COMPILE_WORKER_COMMAND));
         }
+        builder = builder.distribution(self.distribution()?);
         if !self.no_cache {
             builder = match &self.cache_dir {
                 Some(dir) => builder.cache_dir(dir),
@@ -158,6 +161,17 @@ impl Common {
             };
         }
         Ok(builder.build()?)
+    }
+
+    /// Where `oci://` plugins come from: the content store in the state
+    /// directory, the trust flags, `--http-ca`.
+    pub(crate) fn distribution(&self) -> Result<toolhost::oci::Distribution, Failure> {
+        let state = self
+            .store
+            .state_dir()
+            .cloned()
+            .unwrap_or_else(toolhost::store::default_state_dir);
+        self.oci.distribution(&state, &self.http_ca)
     }
 
     /// Grants, limits and configuration from flags, over what a manifest

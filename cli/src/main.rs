@@ -11,6 +11,7 @@ mod junit;
 mod list;
 mod logging;
 mod new;
+mod oci;
 mod prompt;
 mod serve;
 mod std_tools;
@@ -123,6 +124,27 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Push a plugin to an OCI registry (wasm artifact layout), with its
+    /// name, version, WIT world and tool names as annotations; --sign signs
+    /// it as cosign does.
+    Push(Box<oci::PushArgs>),
+    /// Pull and verify the oci:// plugins that manifests name and pin
+    /// their digests in ./toolhost.lock.
+    Lock {
+        /// Manifests (or oci:// references).
+        #[arg(required = true)]
+        plugins: Vec<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Show an oci:// plugin's digest, annotations and signers without
+    /// running it or pulling its component.
+    Inspect {
+        /// oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST.
+        reference: String,
+        #[command(flatten)]
+        common: Common,
+    },
     /// List recorded outcomes from the store, newest first.
     Events(store::EventsArgs),
     /// Print a retained output (the full text behind a bounding marker).
@@ -166,7 +188,10 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
         // input.
         let code = match error.downcast_ref::<toolhost::Error>() {
             Some(
-                toolhost::Error::Load(_) | toolhost::Error::Grant(_) | toolhost::Error::Mcp { .. },
+                toolhost::Error::Load(_)
+                | toolhost::Error::Grant(_)
+                | toolhost::Error::Mcp { .. }
+                | toolhost::Error::Oci(_),
             ) => exit::USAGE,
             _ => exit::DEFECT,
         };
@@ -256,6 +281,11 @@ fn main() -> ExitCode {
             } => until_signal(check::run(&plugins, junit.as_deref(), &common)).await,
             Command::Compile { plugins, common } => {
                 until_signal(compile::run(&plugins, &common)).await
+            }
+            Command::Push(args) => until_signal(oci::push(&args)).await,
+            Command::Lock { plugins, common } => until_signal(oci::lock(&plugins, &common)).await,
+            Command::Inspect { reference, common } => {
+                until_signal(oci::inspect(&reference, &common)).await
             }
             Command::Events(args) => store::events(&args).await,
             Command::Output(args) => store::output(&args).await,

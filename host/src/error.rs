@@ -262,6 +262,10 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
+    /// A plugin named by an `oci://` reference was not pulled, or was
+    /// refused before compiling (R41).
+    #[error(transparent)]
+    Oci(#[from] OciError),
     /// An MCP server could not be connected to or its tools listed.
     #[error(
         "cannot bridge MCP server `{server}`: {reason}; check its command or url in the manifest"
@@ -278,4 +282,190 @@ impl Error {
     pub(crate) fn engine(e: wasmtime::Error) -> Error {
         Error::Engine(format!("{e:#}"))
     }
+}
+
+/// Why a plugin from an OCI registry was refused or could not be pulled
+/// (R41). Every message names the reference and, once known, the digest.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OciError {
+    /// Not an `oci://REGISTRY/REPO:TAG` or `oci://REGISTRY/REPO@sha256:HEX`.
+    #[error(
+        "`{reference}` is not an OCI plugin reference: {reason}; write oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST"
+    )]
+    InvalidReference {
+        /// The reference as given.
+        reference: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `oci://` references need a host built with a distribution setup.
+    #[error(
+        "{reference}: this host pulls no plugins from registries; configure `HostBuilder::distribution`"
+    )]
+    NoDistribution {
+        /// The reference.
+        reference: String,
+    },
+    /// The registry could not be reached or answered with an error.
+    #[error("{reference}: the registry failed: {reason}")]
+    Registry {
+        /// The reference.
+        reference: String,
+        /// What the client or the registry said.
+        reason: String,
+    },
+    /// Plain HTTP to a registry that is not on loopback and not allowed.
+    #[error(
+        "{reference}: {registry} is not on loopback, so it is reached over HTTPS only; allow plain HTTP to it explicitly (`--plain-http {registry}`) only if you trust the network"
+    )]
+    PlainHttp {
+        /// The reference.
+        reference: String,
+        /// The registry.
+        registry: String,
+    },
+    /// Something pulled is larger than its bound.
+    #[error(
+        "{reference} ({digest}): its {what} is larger than {limit} bytes, the most Toolhost pulls"
+    )]
+    TooLarge {
+        /// The reference.
+        reference: String,
+        /// The manifest digest, or the blob's when no manifest is known yet.
+        digest: String,
+        /// Manifest, config, layer or signature.
+        what: &'static str,
+        /// The bound in bytes.
+        limit: u64,
+    },
+    /// Pulling took longer than its bound.
+    #[error("{reference}: pulling took longer than {} s, the most Toolhost waits for a registry", limit.as_secs())]
+    TimedOut {
+        /// The reference.
+        reference: String,
+        /// The bound.
+        limit: std::time::Duration,
+    },
+    /// Content does not hash to the digest that names it: tampered with,
+    /// or swapped.
+    #[error(
+        "{reference}: digest mismatch in its {what}: expected {expected}, got {actual}; the registry served other content than the digest names, so it was refused"
+    )]
+    DigestMismatch {
+        /// The reference.
+        reference: String,
+        /// Manifest, config, layer or signature.
+        what: &'static str,
+        /// The digest that names it.
+        expected: String,
+        /// The digest of what arrived.
+        actual: String,
+    },
+    /// The artifact is not a wasm component in the wasm OCI artifact layout.
+    #[error("{reference} ({digest}) is not a wasm plugin artifact: {reason}")]
+    NotAPlugin {
+        /// The reference.
+        reference: String,
+        /// The manifest digest.
+        digest: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No signature, and the repository is not allowed unsigned.
+    #[error(
+        "{reference} ({digest}) was refused: no signature; sign it (`toolhost push --sign KEY`, or cosign) or, only if you trust the repository, allow it unsigned (`--allow-unsigned {repository}`)"
+    )]
+    Unsigned {
+        /// The reference.
+        reference: String,
+        /// The manifest digest.
+        digest: String,
+        /// REGISTRY/REPOSITORY.
+        repository: String,
+    },
+    /// No key is trusted for the repository, and it is not allowed unsigned.
+    #[error(
+        "{reference} ({digest}) was refused: no trusted key is configured for {repository}; add one (`--trust-key {repository}=KEY.pub` or a trust policy) or, only if you trust the repository, `--allow-unsigned {repository}`"
+    )]
+    NoTrustedKey {
+        /// The reference.
+        reference: String,
+        /// The manifest digest.
+        digest: String,
+        /// REGISTRY/REPOSITORY.
+        repository: String,
+    },
+    /// Signatures exist, but none is by a trusted key (or by the locked
+    /// signer).
+    #[error("{reference} ({digest}) was refused: wrong signer: none of its {signatures} signature(s) verifies with a key trusted for {repository}{}", locked.as_ref().map(|s| format!(" (the lock file names signer {s})")).unwrap_or_default())]
+    WrongSigner {
+        /// The reference.
+        reference: String,
+        /// The manifest digest.
+        digest: String,
+        /// REGISTRY/REPOSITORY.
+        repository: String,
+        /// How many signatures were checked.
+        signatures: usize,
+        /// The signer the lock file requires, when that is what failed.
+        locked: Option<String>,
+    },
+    /// A signature verifies but does not sign this artifact, or is malformed.
+    #[error("{reference} ({digest}) was refused: bad signature: {reason}")]
+    BadSignature {
+        /// The reference.
+        reference: String,
+        /// The manifest digest.
+        digest: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `--locked`: the tag now names another digest than the lock file.
+    #[error(
+        "{reference} moved: the lock file pins {locked}, the registry now has {now}; run `toolhost lock` again if the change is expected"
+    )]
+    Moved {
+        /// The reference.
+        reference: String,
+        /// The digest in the lock file.
+        locked: String,
+        /// The digest the tag names now.
+        now: String,
+    },
+    /// `--locked`: the reference is not in the lock file.
+    #[error("{reference} is not in the lock file {}; run `toolhost lock` to pin it", lock.display())]
+    NotLocked {
+        /// The reference.
+        reference: String,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The registry is unreachable, and what is needed is not in the
+    /// content store.
+    #[error(
+        "{reference}: the registry is unreachable ({reason}) and the reference is not a digest pulled before; pin it (`@sha256:…`, or `toolhost lock` and `--locked`) to load it offline"
+    )]
+    Offline {
+        /// The reference.
+        reference: String,
+        /// Why the registry could not be asked.
+        reason: String,
+    },
+    /// The local content store failed.
+    #[error("the OCI content store at {} failed: {reason}", path.display())]
+    Store {
+        /// The file or directory.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+    /// A key, trust policy or lock file cannot be used.
+    #[error("cannot use {}: {reason}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
 }

@@ -132,6 +132,8 @@ pub mod mcp;
 mod model;
 mod native;
 mod net;
+#[cfg(feature = "oci")]
+pub mod oci;
 mod output;
 pub mod permission;
 pub mod registry;
@@ -144,7 +146,7 @@ mod wasm;
 #[doc(hidden)]
 pub mod bench_support;
 
-pub use error::{CompileLimit, Error, GrantError, LoadError, Unsupported};
+pub use error::{CompileLimit, Error, GrantError, LoadError, OciError, Unsupported};
 pub use facade::host::{Host, HostBuilder};
 pub use facade::location::Location;
 pub use facade::snapshot::Snapshot;

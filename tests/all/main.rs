@@ -20,6 +20,7 @@ mod hardening;
 mod http;
 mod loading;
 mod new;
+mod oci;
 mod ops;
 mod packaging;
 mod polyglot;

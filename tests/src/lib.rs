@@ -13,6 +13,7 @@ use toolhost::{Call, CallContext, Host, HostBuilder, Settlement, Snapshot, Tool,
 
 pub mod outcomes;
 pub mod postgres;
+pub mod registry;
 pub mod wait;
 
 pub use outcomes::{completed, error_message, names, output, text, texts};

@@ -50,9 +50,9 @@ pub struct Postgres {
 
 /// An unprivileged user to run the server as (the current one is root).
 #[derive(Debug, Clone)]
-struct User {
-    uid: u32,
-    gid: u32,
+pub(crate) struct User {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
 impl Postgres {
@@ -412,7 +412,7 @@ fn bindir() -> PathBuf {
 }
 
 /// `nobody` when the tests run as root, whom Postgres refuses; else `None`.
-fn unprivileged() -> Option<User> {
+pub(crate) fn unprivileged() -> Option<User> {
     if id(&["-u"]) != 0 {
         return None;
     }
@@ -435,7 +435,7 @@ fn id(args: &[&str]) -> u32 {
 
 /// The workspace's target directory: `CARGO_TARGET_DIR` (relative to the
 /// repository) or `target/`.
-fn target() -> PathBuf {
+pub(crate) fn target() -> PathBuf {
     let repo = crate::repo();
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -446,7 +446,7 @@ fn target() -> PathBuf {
 /// Makes `dir` and the directories above it traversable by `nobody`: adds
 /// search permission for others to those under the target directory (ours),
 /// and panics naming one above it that lacks it.
-fn reachable(dir: &Path) {
+pub(crate) fn reachable(dir: &Path) {
     let target = target();
     for d in dir.ancestors() {
         let Ok(meta) = fs::metadata(d) else { continue };
@@ -459,7 +459,7 @@ fn reachable(dir: &Path) {
                 .unwrap_or_else(|e| panic!("making {} traversable: {e}", d.display()));
         } else {
             panic!(
-                "Postgres runs as nobody (the tests run as root), who cannot reach {}: {} is not \
+                "the test servers run as nobody (the tests run as root), who cannot reach {}: {} is not \
                  searchable by others",
                 dir.display(),
                 d.display()
@@ -469,7 +469,7 @@ fn reachable(dir: &Path) {
 }
 
 /// A port free on 127.0.0.1 now (the OS's pick for port 0).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|l| l.local_addr())
         .expect("binding a free loopback port")

@@ -27,8 +27,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("manifests: TOML into configuration", &["manifest"]),
     (
-        "the wasm runtime, outbound HTTP, native tools",
-        &["wasm", "net", "native"],
+        "the wasm runtime, outbound HTTP, native tools, plugins from OCI registries",
+        &["wasm", "net", "native", "oci"],
     ),
     ("settlement", &["settle"]),
     ("Code Mode", &["code"]),

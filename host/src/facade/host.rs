@@ -48,6 +48,8 @@ pub struct HostBuilder {
     http_limits: HttpLimits,
     http_roots: Vec<PathBuf>,
     interpreter: Option<Vec<u8>>,
+    #[cfg(feature = "oci")]
+    distribution: Option<crate::oci::Distribution>,
 }
 
 impl fmt::Debug for HostBuilder {
@@ -87,6 +89,8 @@ impl Default for HostBuilder {
             http_limits: HttpLimits::default(),
             http_roots: Vec::new(),
             interpreter: None,
+            #[cfg(feature = "oci")]
+            distribution: None,
         }
     }
 }
@@ -253,6 +257,15 @@ impl HostBuilder {
         self
     }
 
+    /// Loads `oci://` plugin paths through `distribution`: pulled,
+    /// verified against its trust policy and stored by digest before they
+    /// are compiled (R41). Without it such paths are refused.
+    #[cfg(feature = "oci")]
+    pub fn distribution(mut self, distribution: crate::oci::Distribution) -> Self {
+        self.distribution = Some(distribution);
+        self
+    }
+
     /// Builds the host: configures the engine. Nothing touches the store
     /// until a call needs it.
     ///
@@ -282,6 +295,8 @@ impl HostBuilder {
             inner: Arc::new(HostInner {
                 loader: Arc::new(Loader {
                     runtime,
+                    #[cfg(feature = "oci")]
+                    distribution: self.distribution,
                     defaults: PluginDefaults {
                         budget: self.budget,
                         concurrency: self.concurrency,

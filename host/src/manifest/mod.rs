@@ -52,6 +52,7 @@ use crate::config::plugin::PluginOptions;
 use crate::error::LoadError;
 use crate::files::read_regular_file;
 use crate::model::budget::{BudgetOverrides, HttpLimits, OutputBounds};
+use crate::model::plugin::OCI_SCHEME;
 use crate::permission::{Rule, Rules};
 
 use crate::config::mcp::McpServerConfig;
@@ -201,7 +202,16 @@ impl Entry {
             None => Value::Object(Default::default()),
         };
         Ok(Manifest {
-            path: base.join(self.path),
+            // `oci://` references are not relative to the manifest.
+            path: if self
+                .path
+                .to_str()
+                .is_some_and(|p| p.starts_with(OCI_SCHEME))
+            {
+                self.path
+            } else {
+                base.join(self.path)
+            },
             samples: self.samples.map(|s| base.join(s)),
             options: PluginOptions {
                 name: self.name,

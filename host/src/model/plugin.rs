@@ -4,6 +4,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+/// How a plugin path names a plugin in an OCI registry (R41).
+pub(crate) const OCI_SCHEME: &str = "oci://";
+
 /// Identity of a loaded plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PluginInfo {

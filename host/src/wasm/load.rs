@@ -12,10 +12,10 @@ use wasmtime::component::Component;
 use crate::config::compile::CompileLimits;
 use crate::config::grants::Grants;
 use crate::config::plugin::PluginOptions;
-use crate::error::{Error, LoadError};
+use crate::error::{Error, LoadError, OciError};
 use crate::files::read_regular_file;
 use crate::model::budget::{Budget, HttpLimits, OutputBounds};
-use crate::model::plugin::PluginInfo;
+use crate::model::plugin::{OCI_SCHEME, PluginInfo};
 use crate::permission::Policy;
 use crate::wasm::bindings::ToolPluginPre;
 use crate::wasm::compile::{self as bounded, Built};
@@ -94,13 +94,59 @@ impl Plugin {
 pub(crate) struct Loader {
     pub(crate) runtime: Arc<Runtime>,
     pub(crate) defaults: PluginDefaults,
+    /// Where `oci://` plugins come from, if anywhere.
+    #[cfg(feature = "oci")]
+    pub(crate) distribution: Option<crate::oci::Distribution>,
 }
 
 impl Loader {
     /// Reads, checks and compiles the plugin at `path` on a blocking thread,
     /// so a long compile never stalls the async workers, and links it.
+    /// An `oci://` path is first pulled, verified against the trust
+    /// policy and stored by digest (R41); only then is it compiled.
     pub(crate) async fn load(&self, path: &Path, options: &PluginOptions) -> Result<Plugin, Error> {
-        load(&self.runtime, &self.defaults, path, options).await
+        match path.to_str().filter(|p| p.starts_with(OCI_SCHEME)) {
+            Some(reference) => self.load_oci(reference, options).await,
+            None => load(&self.runtime, &self.defaults, path, options).await,
+        }
+    }
+
+    #[cfg(feature = "oci")]
+    async fn load_oci(&self, reference: &str, options: &PluginOptions) -> Result<Plugin, Error> {
+        let Some(distribution) = &self.distribution else {
+            return Err(OciError::NoDistribution {
+                reference: reference.to_owned(),
+            }
+            .into());
+        };
+        let fetched = distribution.fetch(reference, MAX_PLUGIN_BYTES).await?;
+        let mut options = options.clone();
+        if options.name.is_none() {
+            let repository = fetched.reference.repository();
+            options.name = Some(
+                repository
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(repository)
+                    .to_owned(),
+            );
+        }
+        if options.version.is_none() {
+            options.version = fetched
+                .annotations
+                .get("org.opencontainers.image.version")
+                .cloned()
+                .or_else(|| fetched.reference.tag().map(str::to_owned));
+        }
+        load(&self.runtime, &self.defaults, &fetched.path, &options).await
+    }
+
+    #[cfg(not(feature = "oci"))]
+    async fn load_oci(&self, reference: &str, _: &PluginOptions) -> Result<Plugin, Error> {
+        Err(OciError::NoDistribution {
+            reference: reference.to_owned(),
+        }
+        .into())
     }
 }
 

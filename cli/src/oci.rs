@@ -1,0 +1,234 @@
+//! Plugins from OCI registries (R41): the flags every command takes to pull
+//! `oci://` plugins (trust, `--allow-unsigned`, `--locked`, plain HTTP),
+//! and `toolhost push`, `toolhost lock` and `toolhost inspect`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::Args;
+use toolhost::oci::{
+    ANNOTATION_TOOLS, ANNOTATION_WIT_WORLD, Distribution, LOCK_FILE, Lock, Locked, PublicKey,
+    SigningKey, TrustPolicy,
+};
+
+use crate::common::{Common, activate_all, specs};
+use crate::{Failure, exit, stdio, usage};
+
+/// How `oci://` plugins are pulled and whom they must be signed by.
+#[derive(Args, Clone, Default)]
+pub(crate) struct OciArgs {
+    /// Trust policy file (TOML `[[trust]]` rules: repository pattern, keys,
+    /// unsigned) for `oci://` plugins.
+    #[arg(long = "trust", value_name = "FILE")]
+    trust: Vec<PathBuf>,
+    /// Trust a public key (PEM, P-256, as `cosign.pub`) to sign the plugins
+    /// of repositories matching REPO (REGISTRY/REPOSITORY, `*` globs).
+    #[arg(long = "trust-key", value_name = "REPO=KEY.pub")]
+    trust_keys: Vec<String>,
+    /// Load `oci://` plugins of repositories matching REPO without a valid
+    /// signature (refused by default).
+    #[arg(long = "allow-unsigned", value_name = "REPO")]
+    allow_unsigned: Vec<String>,
+    /// Refuse an `oci://` tag that is not in ./toolhost.lock or that now
+    /// names another digest; when the registry is unreachable, load the
+    /// locked digest from the content store.
+    #[arg(long)]
+    locked: bool,
+    /// Reach this registry (HOST:PORT) over plain HTTP; loopback
+    /// registries always are.
+    #[arg(long = "plain-http", value_name = "REGISTRY")]
+    plain_http: Vec<String>,
+}
+
+impl OciArgs {
+    /// The distribution these flags describe: its content store under
+    /// `state/oci`, TLS roots from `--http-ca`.
+    pub(crate) fn distribution(
+        &self,
+        state: &Path,
+        roots: &[PathBuf],
+    ) -> Result<Distribution, Failure> {
+        let mut policy = TrustPolicy::new();
+        for file in &self.trust {
+            policy = policy.read(file).map_err(|e| usage(e.into()))?;
+        }
+        for spec in &self.trust_keys {
+            let Some((pattern, key)) = spec.split_once('=') else {
+                return Err(usage(anyhow::anyhow!(
+                    "`--trust-key {spec}` is not REPO=KEY.pub; write for example `--trust-key 'ghcr.io/acme/*=acme.pub'`"
+                )));
+            };
+            let key = PublicKey::read(Path::new(key)).map_err(|e| usage(e.into()))?;
+            policy = policy.trust(pattern, key);
+        }
+        for pattern in &self.allow_unsigned {
+            policy = policy.allow_unsigned(pattern);
+        }
+        let mut distribution = Distribution::new(state.join("oci")).trust(policy);
+        for registry in &self.plain_http {
+            distribution = distribution.plain_http(registry);
+        }
+        for pem in roots {
+            distribution = distribution
+                .root_certificates(pem)
+                .map_err(|e| usage(e.into()))?;
+        }
+        if self.locked {
+            let path = PathBuf::from(LOCK_FILE);
+            let lock = Lock::read(&path).map_err(|e| usage(e.into()))?;
+            distribution = distribution.locked(path, lock);
+        }
+        Ok(distribution)
+    }
+}
+
+/// `toolhost push PLUGIN.wasm oci://REGISTRY/REPO:TAG`.
+#[derive(Args)]
+pub(crate) struct PushArgs {
+    /// The component to push (a .wasm file).
+    plugin: PathBuf,
+    /// Where to: oci://REGISTRY/REPOSITORY:TAG.
+    reference: String,
+    /// Sign the pushed manifest with this private key (PKCS#8 PEM, P-256),
+    /// as `cosign sign --key` would.
+    #[arg(long, value_name = "KEY")]
+    sign: Option<PathBuf>,
+    /// The name annotation (default: the file's stem).
+    #[arg(long)]
+    name: Option<String>,
+    /// The version annotation (default: the tag).
+    #[arg(long = "plugin-version", value_name = "VERSION")]
+    version: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `toolhost push`: loads the plugin (to refuse a broken one and to name
+/// its tools), then pushes it with its annotations, signed if asked.
+pub(crate) async fn push(args: &PushArgs) -> Result<u8, Failure> {
+    let key = match &args.sign {
+        Some(path) => Some(SigningKey::read(path).map_err(|e| usage(e.into()))?),
+        None => None,
+    };
+    let wasm = std::fs::read(&args.plugin)
+        .with_context(|| format!("cannot read {}", args.plugin.display()))
+        .map_err(usage)?;
+    // Loaded only to be checked and to list its tools: nothing cached.
+    let mut common = args.common.clone();
+    common.no_cache = true;
+    let host = common.host(None, false).await?;
+    let specs = specs(std::slice::from_ref(&args.plugin), &args.common)?;
+    let (location, _held) = activate_all(&host, &specs).await?;
+    let tools: Vec<String> = location.catalog().into_iter().map(|e| e.name).collect();
+    let reference =
+        toolhost::oci::OciReference::parse(&args.reference).map_err(|e| usage(e.into()))?;
+    let name = args.name.clone().unwrap_or_else(|| {
+        args.plugin
+            .file_stem()
+            .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
+    });
+    let version = args
+        .version
+        .clone()
+        .or_else(|| reference.tag().map(str::to_owned))
+        .unwrap_or_default();
+    let annotations = BTreeMap::from([
+        ("org.opencontainers.image.title".to_owned(), name),
+        ("org.opencontainers.image.version".to_owned(), version),
+        (
+            ANNOTATION_WIT_WORLD.to_owned(),
+            format!("{}@{}", toolhost::WIT_PACKAGE, toolhost::WIT_VERSION),
+        ),
+        (ANNOTATION_TOOLS.to_owned(), tools.join(",")),
+    ]);
+    let pushed = args
+        .common
+        .distribution()?
+        .push(&wasm, &args.reference, annotations, key.as_ref())
+        .await
+        .map_err(toolhost::Error::from)?;
+    if args.common.json {
+        stdio::line(&serde_json::to_string(&pushed).context("cannot print the push")?)?;
+    } else {
+        stdio::line(&format!("pushed {}@{}", pushed.reference, pushed.digest))?;
+        if let Some(signer) = &pushed.signer {
+            stdio::line(&format!("signed by {signer}"))?;
+        }
+    }
+    Ok(exit::COMPLETED)
+}
+
+/// `toolhost lock MANIFEST...`: pulls and verifies every `oci://` plugin
+/// the manifests (or arguments) name and writes ./toolhost.lock.
+pub(crate) async fn lock(plugins: &[PathBuf], common: &Common) -> Result<u8, Failure> {
+    let distribution = common.distribution()?;
+    let specs = specs(plugins, common)?;
+    let mut lock = Lock::new();
+    for spec in &specs.plugins {
+        let Some(reference) = spec.path.to_str().filter(|p| p.starts_with("oci://")) else {
+            continue;
+        };
+        let fetched = distribution
+            .fetch(reference, toolhost::limits::MAX_PLUGIN_BYTES)
+            .await
+            .map_err(toolhost::Error::from)?;
+        if !common.json {
+            stdio::line(&format!("{reference} -> {}", fetched.digest))?;
+        }
+        lock.insert(Locked::new(
+            reference.to_owned(),
+            fetched.digest,
+            fetched.signer,
+        ));
+    }
+    if lock.entries().is_empty() {
+        return Err(usage(anyhow::anyhow!(
+            "no oci:// plugin in {}; a lock file pins oci:// references",
+            plugins
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    lock.write(Path::new(LOCK_FILE))
+        .map_err(toolhost::Error::from)?;
+    if common.json {
+        stdio::line(&serde_json::to_string(lock.entries()).context("cannot print the lock")?)?;
+    }
+    Ok(exit::COMPLETED)
+}
+
+/// `toolhost inspect oci://...`: digest, annotations and signers, nothing
+/// run and no component pulled.
+pub(crate) async fn inspect(reference: &str, common: &Common) -> Result<u8, Failure> {
+    let inspection = common
+        .distribution()?
+        .inspect(reference)
+        .await
+        .map_err(toolhost::Error::from)?;
+    if common.json {
+        stdio::line(&serde_json::to_string(&inspection).context("cannot print it")?)?;
+        return Ok(exit::COMPLETED);
+    }
+    let mut out = vec![
+        inspection.reference.clone(),
+        format!("  digest: {}", inspection.digest),
+        format!("  layer:  {} ({} bytes)", inspection.layer, inspection.size),
+    ];
+    for (key, value) in &inspection.annotations {
+        out.push(format!("  {key}: {}", crate::terminal::line(value)));
+    }
+    if inspection.signatures.is_empty() {
+        out.push("  signatures: none".into());
+    }
+    for signer in &inspection.signatures {
+        out.push(match signer {
+            Some(fingerprint) => format!("  signed by trusted key {fingerprint}"),
+            None => "  signed by a key not trusted for this repository".into(),
+        });
+    }
+    stdio::line(&out.join("\n"))?;
+    Ok(exit::COMPLETED)
+}

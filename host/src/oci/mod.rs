@@ -1,0 +1,1201 @@
+//! Plugins from OCI registries (R41): `oci://` references pulled with the
+//! ORAS project's `oci-client`, in the CNCF wasm OCI artifact layout
+//! (`application/vnd.wasm.config.v0+json` config, one `application/wasm`
+//! layer), so what `wkg` pushes loads and what Toolhost pushes `wkg` pulls.
+//!
+//! Everything from a registry is hostile until bounded and verified: the
+//! manifest, config, layer and signature payloads are each bounded in
+//! size, the whole pull in time; every blob is checked against its digest
+//! and stored under it; a plugin's signature is verified against the
+//! [`TrustPolicy`] before a byte of it is compiled. A digest already pulled
+//! loads offline.
+
+mod lock;
+mod reference;
+mod sign;
+mod store;
+mod trust;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::OciDescriptor;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, RegistryOperation};
+use serde::{Deserialize, Serialize};
+
+pub use lock::{LOCK_FILE, Lock, Locked};
+pub use reference::OciReference;
+pub use sign::{PublicKey, SigningKey};
+pub use trust::TrustPolicy;
+
+use self::reference::is_digest;
+use self::store::Blobs;
+use crate::error::OciError;
+use crate::files::read_regular_file;
+
+/// The largest manifest accepted: the size the distribution spec asks
+/// registries to accept (4 MiB); a plugin's manifest is under 1 KiB.
+pub const MAX_OCI_MANIFEST_BYTES: u64 = 4 << 20;
+
+/// The largest wasm config blob accepted: it lists a few digests and names.
+pub const MAX_OCI_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The largest signature payload accepted: cosign's is about 250 bytes.
+pub const MAX_SIGNATURE_PAYLOAD_BYTES: u64 = 64 << 10;
+
+/// Signatures checked per artifact: more is an attempt to make the host
+/// fetch and verify without end.
+pub const MAX_SIGNATURES: usize = 16;
+
+/// The longest one pull (or push) may take, manifest to last layer byte:
+/// a 256 MiB plugin at well under 1 MB/s.
+pub const OCI_PULL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long connecting to a registry may take.
+pub const OCI_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a registry may send nothing while a response is read.
+pub const OCI_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The wasm artifact's config media type (CNCF wasm OCI artifact layout).
+pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+
+/// The wasm artifact's layer media type.
+pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+
+/// The OCI image manifest media type, the only manifest kind pulled.
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// The config media type of a cosign signature manifest.
+const OCI_IMAGE_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+
+/// Annotations `toolhost push` writes (besides the OCI title and version).
+pub const ANNOTATION_WIT_WORLD: &str = "dev.toolhost.wit-world";
+/// The comma-separated tool names a pushed plugin registers.
+pub const ANNOTATION_TOOLS: &str = "dev.toolhost.tools";
+
+/// `sha256:HEX` of `bytes`.
+pub(crate) fn sha256_digest(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// Registry credentials: `TOOLHOST_REGISTRY_USERNAME` and
+/// `TOOLHOST_REGISTRY_PASSWORD` for any registry, else the registry's entry
+/// in Docker's `config.json` (`$DOCKER_CONFIG/config.json` or
+/// `~/.docker/config.json`: `auth`, or `username` and `password`).
+/// Credential helpers are not run.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    any: Option<(String, String)>,
+    registries: BTreeMap<String, (String, String)>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("any", &self.any.as_ref().map(|(user, _)| user))
+            .field("registries", &self.registries.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The largest Docker config file read.
+const MAX_DOCKER_CONFIG_BYTES: u64 = 1 << 20;
+
+#[derive(Deserialize)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: BTreeMap<String, DockerAuth>,
+}
+
+#[derive(Deserialize)]
+struct DockerAuth {
+    auth: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+impl Credentials {
+    /// No credentials: anonymous pulls.
+    pub fn none() -> Credentials {
+        Credentials::default()
+    }
+
+    /// From the environment and Docker's config file, as documented on
+    /// the type. A malformed config file is an error naming it.
+    pub fn from_environment() -> Result<Credentials, OciError> {
+        let mut credentials = Credentials::default();
+        if let (Ok(user), Ok(password)) = (
+            std::env::var("TOOLHOST_REGISTRY_USERNAME"),
+            std::env::var("TOOLHOST_REGISTRY_PASSWORD"),
+        ) {
+            credentials.any = Some((user, password));
+        }
+        let path = match std::env::var_os("DOCKER_CONFIG") {
+            Some(dir) => PathBuf::from(dir).join("config.json"),
+            None => match std::env::var_os("HOME") {
+                Some(home) => PathBuf::from(home).join(".docker").join("config.json"),
+                None => return Ok(credentials),
+            },
+        };
+        if path.exists() {
+            credentials.registries = docker_config(&path)?;
+        }
+        Ok(credentials)
+    }
+
+    /// Uses `user` and `password` for `registry`.
+    pub fn with(mut self, registry: impl Into<String>, user: String, password: String) -> Self {
+        self.registries.insert(registry.into(), (user, password));
+        self
+    }
+
+    fn auth(&self, registry: &str) -> RegistryAuth {
+        match self.any.as_ref().or_else(|| self.registries.get(registry)) {
+            Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
+            None => RegistryAuth::Anonymous,
+        }
+    }
+}
+
+fn docker_config(path: &Path) -> Result<BTreeMap<String, (String, String)>, OciError> {
+    use base64::Engine as _;
+    let file_error = |reason: String| OciError::File {
+        path: path.to_owned(),
+        reason,
+    };
+    let bytes =
+        read_regular_file(path, MAX_DOCKER_CONFIG_BYTES).map_err(|e| file_error(e.to_string()))?;
+    let config: DockerConfig = serde_json::from_slice(&bytes)
+        .map_err(|e| file_error(format!("not a Docker config file: {e}")))?;
+    let mut out = BTreeMap::new();
+    for (registry, auth) in config.auths {
+        // Keys are `host:port`, or URLs such as `https://index.docker.io/v1/`.
+        let host = registry
+            .trim_start_matches("https://")
+            .trim_start_matches("http://");
+        let host = host.split('/').next().unwrap_or(host).to_owned();
+        let pair = match (auth.auth, auth.username, auth.password) {
+            (Some(encoded), _, _) => {
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(encoded.trim())
+                    .ok()
+                    .and_then(|d| String::from_utf8(d).ok())
+                    .ok_or_else(|| {
+                        file_error(format!(
+                            "the auth of {registry} is not base64 of user:password"
+                        ))
+                    })?;
+                let (user, password) = decoded.split_once(':').ok_or_else(|| {
+                    file_error(format!("the auth of {registry} is not user:password"))
+                })?;
+                (user.to_owned(), password.to_owned())
+            }
+            (None, Some(user), Some(password)) => (user, password),
+            _ => continue,
+        };
+        out.insert(host, pair);
+    }
+    Ok(out)
+}
+
+/// Where plugins come from and whom to trust: the local content store,
+/// the trust policy, TLS roots, plain-HTTP registries, credentials and an
+/// optional lock file. Give it to
+/// [`HostBuilder::distribution`](crate::HostBuilder::distribution) so
+/// `oci://` paths load; use it alone to push, lock and inspect.
+#[derive(Debug, Clone)]
+pub struct Distribution {
+    blobs: Blobs,
+    trust: TrustPolicy,
+    plain_http: Vec<String>,
+    roots: Vec<Vec<u8>>,
+    credentials: Credentials,
+    lock: Option<(PathBuf, Lock)>,
+}
+
+/// A plugin pulled, verified and stored, ready to compile.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Fetched {
+    /// The reference it was named by.
+    pub reference: OciReference,
+    /// The manifest digest.
+    pub digest: String,
+    /// The stored, verified component (`application/wasm` layer).
+    pub path: PathBuf,
+    /// The fingerprint of the key whose signature verified, or `None` when
+    /// its repository is allowed unsigned and it had no valid signature.
+    pub signer: Option<String>,
+    /// The manifest's annotations.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// What `inspect` shows, nothing run and no layer pulled.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct Inspection {
+    /// The reference.
+    pub reference: String,
+    /// The manifest digest.
+    pub digest: String,
+    /// The manifest's annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The component layer's digest and size.
+    pub layer: String,
+    /// Its size in bytes, as the manifest declares it.
+    pub size: u64,
+    /// Each signature found: its signer's fingerprint if a trusted key
+    /// verifies it, else `None` (an unknown key, or not for this digest).
+    pub signatures: Vec<Option<String>>,
+}
+
+/// A push's result.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct Pushed {
+    /// The reference pushed to.
+    pub reference: String,
+    /// The manifest digest: pin it as `REFERENCE@DIGEST`.
+    pub digest: String,
+    /// The signing key's fingerprint, if signed.
+    pub signer: Option<String>,
+}
+
+/// An OCI image manifest, as read from a registry (hostile: every field
+/// checked before use).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Manifest {
+    schema_version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    media_type: Option<String>,
+    config: Descriptor,
+    layers: Vec<Descriptor>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Descriptor {
+    media_type: String,
+    digest: String,
+    size: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    annotations: BTreeMap<String, String>,
+}
+
+impl Descriptor {
+    fn of(media_type: &str, bytes: &[u8]) -> Descriptor {
+        Descriptor {
+            media_type: media_type.to_owned(),
+            digest: sha256_digest(bytes),
+            size: bytes.len() as u64,
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    fn client(&self) -> OciDescriptor {
+        OciDescriptor {
+            media_type: self.media_type.clone(),
+            digest: self.digest.clone(),
+            size: i64::try_from(self.size).unwrap_or(i64::MAX),
+            ..OciDescriptor::default()
+        }
+    }
+}
+
+/// One operation on one reference: its client, credentials and whether the
+/// registry has been found unreachable.
+struct Session<'a> {
+    reference: &'a OciReference,
+    client: Client,
+    auth: RegistryAuth,
+    offline: Option<String>,
+}
+
+impl Distribution {
+    /// A distribution whose content store is `store` (pulled blobs by
+    /// digest), trusting nothing, with credentials from the environment
+    /// ([`Credentials::from_environment`]; none if they cannot be read).
+    pub fn new(store: impl Into<PathBuf>) -> Distribution {
+        Distribution {
+            blobs: Blobs::new(store.into()),
+            trust: TrustPolicy::new(),
+            plain_http: Vec::new(),
+            roots: Vec::new(),
+            credentials: Credentials::from_environment().unwrap_or_else(|e| {
+                tracing::warn!("{e}; pulling anonymously");
+                Credentials::none()
+            }),
+            lock: None,
+        }
+    }
+
+    /// The trust policy signatures are checked against.
+    pub fn trust(mut self, policy: TrustPolicy) -> Self {
+        self.trust = policy;
+        self
+    }
+
+    /// Reaches `registry` (host:port) over plain HTTP. Loopback registries
+    /// always are; any other only when named here.
+    pub fn plain_http(mut self, registry: impl Into<String>) -> Self {
+        self.plain_http.push(registry.into());
+        self
+    }
+
+    /// Also trusts the root certificates in this PEM file for HTTPS to
+    /// registries (the CLI's `--http-ca`).
+    pub fn root_certificates(mut self, pem: &Path) -> Result<Self, OciError> {
+        let bytes =
+            read_regular_file(pem, MAX_DOCKER_CONFIG_BYTES).map_err(|e| OciError::File {
+                path: pem.to_owned(),
+                reason: e.to_string(),
+            })?;
+        self.roots.push(bytes);
+        Ok(self)
+    }
+
+    /// The registry credentials to use.
+    pub fn credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
+    /// Locked mode (`--locked`): every tag must be in `lock` (read from
+    /// `path`) and still name its digest; when the registry is unreachable
+    /// the locked digest loads from the content store.
+    pub fn locked(mut self, path: PathBuf, lock: Lock) -> Self {
+        self.lock = Some((path, lock));
+        self
+    }
+
+    /// Pulls (or finds in the content store) the plugin `reference`,
+    /// verifies its digests and its signature against the trust policy
+    /// (and the lock file), and stores its component of at most
+    /// `max_layer` bytes. Nothing is compiled.
+    pub async fn fetch(&self, reference: &str, max_layer: u64) -> Result<Fetched, OciError> {
+        let parsed = OciReference::parse(reference)?;
+        bounded(&parsed, self.fetch_unbounded(reference, &parsed, max_layer)).await
+    }
+
+    async fn fetch_unbounded(
+        &self,
+        text: &str,
+        reference: &OciReference,
+        max_layer: u64,
+    ) -> Result<Fetched, OciError> {
+        let mut session = self.session(reference);
+        let locked = self.locked_entry(text, reference)?;
+        let digest = match (reference.digest(), locked) {
+            (Some(digest), _) => digest.to_owned(),
+            (None, Some(locked)) => match session.resolve().await {
+                Ok(now) if now == locked.digest => now,
+                Ok(now) => {
+                    return Err(OciError::Moved {
+                        reference: reference.to_string(),
+                        locked: locked.digest.clone(),
+                        now,
+                    });
+                }
+                Err(Failure::Unreachable(why)) => {
+                    session.offline = Some(why);
+                    locked.digest.clone()
+                }
+                Err(Failure::Refused(e)) => return Err(e),
+            },
+            (None, None) => session
+                .resolve()
+                .await
+                .map_err(|f| f.into_error(reference))?,
+        };
+        let manifest = self.manifest(&mut session, &digest).await?;
+        let layer = wasm_layer(reference, &digest, &manifest, max_layer)?;
+        let signer = self.verify(&mut session, &digest).await?;
+        if let Some(locked) = locked
+            && locked.signer.is_some()
+            && locked.signer != signer
+        {
+            return Err(OciError::WrongSigner {
+                reference: reference.to_string(),
+                digest,
+                repository: reference.repository_path(),
+                signatures: 1,
+                locked: locked.signer.clone(),
+            });
+        }
+        let config = self
+            .blob(
+                &mut session,
+                &manifest.config,
+                MAX_OCI_CONFIG_BYTES,
+                "config",
+            )
+            .await?;
+        if !serde_json::from_slice::<serde_json::Value>(&config).is_ok_and(|v| v.is_object()) {
+            return Err(not_a_plugin(
+                reference,
+                &digest,
+                "its config is not a JSON object",
+            ));
+        }
+        let path = self.layer(&mut session, &layer, max_layer).await?;
+        Ok(Fetched {
+            reference: reference.clone(),
+            digest,
+            path,
+            signer,
+            annotations: manifest.annotations,
+        })
+    }
+
+    /// Shows a plugin's digest, annotations and signatures without pulling
+    /// its component or running anything.
+    pub async fn inspect(&self, reference: &str) -> Result<Inspection, OciError> {
+        let parsed = OciReference::parse(reference)?;
+        bounded(&parsed, async {
+            let mut session = self.session(&parsed);
+            let digest = match parsed.digest() {
+                Some(digest) => digest.to_owned(),
+                None => session.resolve().await.map_err(|f| f.into_error(&parsed))?,
+            };
+            let manifest = self.manifest(&mut session, &digest).await?;
+            let layer = wasm_layer(&parsed, &digest, &manifest, u64::MAX)?;
+            let keys = self.trust.keys(&parsed.repository_path());
+            let signatures = self
+                .signatures(&mut session, &digest)
+                .await?
+                .into_iter()
+                .map(|(payload, signature)| {
+                    keys.iter()
+                        .find(|k| {
+                            k.verifies(&payload, &signature)
+                                && sign::check_payload(&payload, &digest).is_ok()
+                        })
+                        .map(|k| k.fingerprint().to_owned())
+                })
+                .collect();
+            Ok(Inspection {
+                reference: parsed.to_string(),
+                digest,
+                annotations: manifest.annotations,
+                layer: layer.digest,
+                size: layer.size,
+                signatures,
+            })
+        })
+        .await
+    }
+
+    /// Pushes `wasm` to `reference` (which must name a tag) in the wasm
+    /// OCI artifact layout with `annotations` on its manifest, and, given
+    /// `key`, a cosign-compatible signature of the manifest digest.
+    pub async fn push(
+        &self,
+        wasm: &[u8],
+        reference: &str,
+        annotations: BTreeMap<String, String>,
+        key: Option<&SigningKey>,
+    ) -> Result<Pushed, OciError> {
+        let parsed = OciReference::parse(reference)?;
+        if parsed.tag().is_none() || parsed.digest().is_some() {
+            return Err(OciError::InvalidReference {
+                reference: reference.to_owned(),
+                reason: "a push names a tag, not a digest".into(),
+            });
+        }
+        bounded(&parsed, async {
+            let session = self.session(&parsed);
+            session.authenticate(RegistryOperation::Push).await?;
+            let layer = Descriptor::of(WASM_LAYER_MEDIA_TYPE, wasm);
+            let config = serde_json::to_vec(&serde_json::json!({
+                "architecture": "wasm",
+                "os": "wasip2",
+                "layerDigests": [layer.digest],
+            }))
+            .map_err(|e| session.refused(e.to_string()))?;
+            let config_descriptor = Descriptor::of(WASM_CONFIG_MEDIA_TYPE, &config);
+            session.push_blob(&config_descriptor, config).await?;
+            session.push_blob(&layer, wasm.to_vec()).await?;
+            let manifest = Manifest {
+                schema_version: 2,
+                media_type: Some(OCI_MANIFEST.into()),
+                config: config_descriptor,
+                layers: vec![layer],
+                annotations,
+            };
+            let digest = session.push_manifest(&parsed, &manifest).await?;
+            let signer = match key {
+                Some(key) => Some(self.sign(&session, &digest, key).await?),
+                None => None,
+            };
+            Ok(Pushed {
+                reference: parsed.to_string(),
+                digest,
+                signer,
+            })
+        })
+        .await
+    }
+
+    /// Adds a signature of the manifest `digest` by `key` to its signature
+    /// manifest (`sha256-HEX.sig`), keeping the signatures already there.
+    async fn sign(
+        &self,
+        session: &Session<'_>,
+        digest: &str,
+        key: &SigningKey,
+    ) -> Result<String, OciError> {
+        let reference = session.reference;
+        let payload = sign::payload(&reference.repository_path(), digest);
+        let signature = key.sign(&payload).map_err(|e| session.refused(e))?;
+        let mut layer = Descriptor::of(sign::SIMPLE_SIGNING, &payload);
+        layer
+            .annotations
+            .insert(sign::SIGNATURE_ANNOTATION.into(), sign::encode(&signature));
+        let tag = reference.at_tag(&sign::signature_tag(digest));
+        let mut layers = match session.manifest_raw(&tag).await {
+            Ok((bytes, _)) => serde_json::from_slice::<Manifest>(&bytes)
+                .map(|m| m.layers)
+                .unwrap_or_default(),
+            Err(Failure::Refused(_)) => Vec::new(),
+            Err(failure) => return Err(failure.into_error(reference)),
+        };
+        layers.retain(|l| l.digest != layer.digest);
+        layers.push(layer);
+        let diff_ids: Vec<&str> = layers.iter().map(|l| l.digest.as_str()).collect();
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": "",
+            "os": "",
+            "config": {},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        }))
+        .map_err(|e| session.refused(e.to_string()))?;
+        let config_descriptor = Descriptor::of(OCI_IMAGE_CONFIG, &config);
+        session.push_blob(&config_descriptor, config).await?;
+        session
+            .push_blob(&layers[layers.len() - 1], payload)
+            .await?;
+        let manifest = Manifest {
+            schema_version: 2,
+            media_type: Some(OCI_MANIFEST.into()),
+            config: config_descriptor,
+            layers,
+            annotations: BTreeMap::new(),
+        };
+        session.push_manifest(&tag, &manifest).await?;
+        Ok(key.public_key().fingerprint().to_owned())
+    }
+
+    fn session<'a>(&self, reference: &'a OciReference) -> Session<'a> {
+        // reqwest is built with rustls but no provider of its own.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let plain =
+            reference.on_loopback() || self.plain_http.iter().any(|r| r == reference.registry());
+        let config = ClientConfig {
+            protocol: if plain {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            extra_root_certificates: self
+                .roots
+                .iter()
+                .map(|pem| Certificate {
+                    encoding: CertificateEncoding::Pem,
+                    data: pem.clone(),
+                })
+                .collect(),
+            platform_resolver: None,
+            connect_timeout: Some(OCI_CONNECT_TIMEOUT),
+            read_timeout: Some(OCI_READ_TIMEOUT),
+            ..ClientConfig::default()
+        };
+        Session {
+            reference,
+            client: Client::new(config),
+            auth: self.credentials.auth(reference.registry()),
+            offline: None,
+        }
+    }
+
+    /// The lock file's pin of `text`, in locked mode (where a tag without
+    /// one is refused).
+    fn locked_entry(
+        &self,
+        text: &str,
+        reference: &OciReference,
+    ) -> Result<Option<&Locked>, OciError> {
+        let Some((path, lock)) = &self.lock else {
+            return Ok(None);
+        };
+        match lock.get(text) {
+            Some(locked) => Ok(Some(locked)),
+            None if reference.digest().is_some() => Ok(None),
+            None => Err(OciError::NotLocked {
+                reference: text.to_owned(),
+                lock: path.clone(),
+            }),
+        }
+    }
+
+    /// The manifest `digest`: from the store, else pulled, bounded and
+    /// checked against the digest, then stored.
+    async fn manifest(
+        &self,
+        session: &mut Session<'_>,
+        digest: &str,
+    ) -> Result<Manifest, OciError> {
+        let reference = session.reference;
+        let bytes = match self.blobs.read(digest, MAX_OCI_MANIFEST_BYTES) {
+            Some(bytes) => bytes,
+            None => {
+                let by_digest = OciReference::parse(&format!(
+                    "oci://{}/{}@{digest}",
+                    reference.registry(),
+                    reference.repository()
+                ))?;
+                let (bytes, _) = session
+                    .manifest_raw(&by_digest)
+                    .await
+                    .map_err(|f| f.into_error(reference))?;
+                check_size(
+                    reference,
+                    digest,
+                    "manifest",
+                    bytes.len() as u64,
+                    MAX_OCI_MANIFEST_BYTES,
+                )?;
+                check_digest(reference, "manifest", digest, &bytes)?;
+                self.blobs.write(digest, &bytes)?;
+                bytes.to_vec()
+            }
+        };
+        serde_json::from_slice(&bytes).map_err(|e| {
+            not_a_plugin(
+                reference,
+                digest,
+                &format!("its manifest is not an OCI image manifest ({e})"),
+            )
+        })
+    }
+
+    /// Verifies the signatures of the manifest `digest` against the trust
+    /// policy: the signer's fingerprint, or `None` when unsigned is allowed.
+    async fn verify(
+        &self,
+        session: &mut Session<'_>,
+        digest: &str,
+    ) -> Result<Option<String>, OciError> {
+        let reference = session.reference;
+        let repository = reference.repository_path();
+        let keys = self.trust.keys(&repository);
+        let unsigned = self.trust.unsigned_allowed(&repository);
+        if keys.is_empty() {
+            return if unsigned {
+                Ok(None)
+            } else {
+                Err(OciError::NoTrustedKey {
+                    reference: reference.to_string(),
+                    digest: digest.to_owned(),
+                    repository,
+                })
+            };
+        }
+        let signatures = self.signatures(session, digest).await?;
+        let mut bad = None;
+        for (payload, signature) in &signatures {
+            if let Some(key) = keys.iter().find(|k| k.verifies(payload, signature)) {
+                match sign::check_payload(payload, digest) {
+                    Ok(()) => return Ok(Some(key.fingerprint().to_owned())),
+                    Err(reason) => bad = Some(reason),
+                }
+            }
+        }
+        if unsigned {
+            return Ok(None);
+        }
+        let (reference, digest) = (reference.to_string(), digest.to_owned());
+        Err(match bad {
+            Some(reason) => OciError::BadSignature {
+                reference,
+                digest,
+                reason,
+            },
+            None if signatures.is_empty() => OciError::Unsigned {
+                reference,
+                digest,
+                repository,
+            },
+            None => OciError::WrongSigner {
+                reference,
+                digest,
+                repository,
+                signatures: signatures.len(),
+                locked: None,
+            },
+        })
+    }
+
+    /// The (payload, signature) pairs of the manifest `digest`'s cosign
+    /// signature manifest: pulled when the registry is reachable, else the
+    /// ones stored when it last was. At most [`MAX_SIGNATURES`].
+    async fn signatures(
+        &self,
+        session: &mut Session<'_>,
+        digest: &str,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, OciError> {
+        let reference = session.reference;
+        let tag = reference.at_tag(&sign::signature_tag(digest));
+        let bytes = match session.offline {
+            Some(_) => None,
+            None => match session.manifest_raw(&tag).await {
+                Ok((bytes, _)) => {
+                    check_size(
+                        reference,
+                        digest,
+                        "signature manifest",
+                        bytes.len() as u64,
+                        MAX_OCI_MANIFEST_BYTES,
+                    )?;
+                    let found = sha256_digest(&bytes);
+                    self.blobs.write(&found, &bytes)?;
+                    self.blobs.set_signatures(digest, &found)?;
+                    Some(bytes.to_vec())
+                }
+                Err(Failure::Refused(OciError::Registry { reason, .. })) if reason == NOT_FOUND => {
+                    return Ok(Vec::new());
+                }
+                Err(Failure::Unreachable(why)) => {
+                    session.offline = Some(why);
+                    None
+                }
+                Err(failure) => return Err(failure.into_error(reference)),
+            },
+        };
+        let bytes = match bytes {
+            Some(bytes) => bytes,
+            None => match self
+                .blobs
+                .signatures(digest)
+                .and_then(|d| self.blobs.read(&d, MAX_OCI_MANIFEST_BYTES))
+            {
+                Some(bytes) => bytes,
+                None => return Ok(Vec::new()),
+            },
+        };
+        let manifest: Manifest =
+            serde_json::from_slice(&bytes).map_err(|e| OciError::BadSignature {
+                reference: reference.to_string(),
+                digest: digest.to_owned(),
+                reason: format!("its signature manifest is not an OCI image manifest ({e})"),
+            })?;
+        let mut out = Vec::new();
+        for layer in manifest
+            .layers
+            .iter()
+            .filter(|l| l.media_type == sign::SIMPLE_SIGNING)
+            .take(MAX_SIGNATURES)
+        {
+            let Some(signature) = layer
+                .annotations
+                .get(sign::SIGNATURE_ANNOTATION)
+                .and_then(|s| sign::decode(s))
+            else {
+                continue;
+            };
+            let payload = self
+                .blob(
+                    session,
+                    layer,
+                    MAX_SIGNATURE_PAYLOAD_BYTES,
+                    "signature payload",
+                )
+                .await?;
+            out.push((payload, signature));
+        }
+        Ok(out)
+    }
+
+    /// A small blob (config, payload) in memory: stored, else pulled.
+    async fn blob(
+        &self,
+        session: &mut Session<'_>,
+        descriptor: &Descriptor,
+        max: u64,
+        what: &'static str,
+    ) -> Result<Vec<u8>, OciError> {
+        let reference = session.reference;
+        check_descriptor(reference, descriptor, max, what)?;
+        if let Some(bytes) = self.blobs.read(&descriptor.digest, max) {
+            return Ok(bytes);
+        }
+        let mut bytes = Vec::new();
+        session.pull(descriptor, max, what, &mut bytes).await?;
+        self.blobs.write(&descriptor.digest, &bytes)?;
+        Ok(bytes)
+    }
+
+    /// The component layer's stored file: stored, else streamed to a
+    /// temporary file, counted and hashed on the way, and moved into place
+    /// only when complete and matching its digest.
+    async fn layer(
+        &self,
+        session: &mut Session<'_>,
+        descriptor: &Descriptor,
+        max: u64,
+    ) -> Result<PathBuf, OciError> {
+        if self.blobs.has(&descriptor.digest, max) {
+            return Ok(self.blobs.path(&descriptor.digest));
+        }
+        let mut file = self.blobs.temp()?;
+        session
+            .pull(descriptor, max, "layer", file.as_file_mut())
+            .await?;
+        self.blobs.persist(file, &descriptor.digest)
+    }
+}
+
+/// What a registry reported that is not a pull of a missing tag.
+const NOT_FOUND: &str = "not found";
+
+/// How a registry request failed: unreachable (where a locked or pinned
+/// digest may load from the store), or refused with an error.
+enum Failure {
+    Unreachable(String),
+    Refused(OciError),
+}
+
+impl Failure {
+    fn into_error(self, reference: &OciReference) -> OciError {
+        match self {
+            Failure::Unreachable(reason) => OciError::Offline {
+                reference: reference.to_string(),
+                reason,
+            },
+            Failure::Refused(e) => e,
+        }
+    }
+}
+
+impl Session<'_> {
+    fn refused(&self, reason: String) -> OciError {
+        OciError::Registry {
+            reference: self.reference.to_string(),
+            reason,
+        }
+    }
+
+    fn failure(&self, e: OciDistributionError) -> Failure {
+        let missing = |code: &OciErrorCode| {
+            matches!(
+                code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NotFound | OciErrorCode::NameUnknown
+            )
+        };
+        match e {
+            OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
+                Failure::Unreachable(error_chain(&e))
+            }
+            OciDistributionError::RegistryError { envelope, .. }
+                if envelope.errors.iter().any(|e| missing(&e.code)) =>
+            {
+                Failure::Refused(self.refused(NOT_FOUND.into()))
+            }
+            OciDistributionError::ServerError { code: 404, .. } => {
+                Failure::Refused(self.refused(NOT_FOUND.into()))
+            }
+            OciDistributionError::DigestError(
+                oci_client::errors::DigestError::VerificationError { expected, actual },
+            ) => Failure::Refused(OciError::DigestMismatch {
+                reference: self.reference.to_string(),
+                what: "manifest",
+                expected,
+                actual,
+            }),
+            other => Failure::Refused(self.refused(error_chain(&other))),
+        }
+    }
+
+    async fn authenticate(&self, operation: RegistryOperation) -> Result<(), OciError> {
+        self.client
+            .auth(&self.reference.client(None), &self.auth, operation)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.failure(e).into_error(self.reference))
+    }
+
+    /// The digest the reference's tag names now.
+    async fn resolve(&self) -> Result<String, Failure> {
+        let digest = self
+            .client
+            .fetch_manifest_digest(&self.reference.client(None), &self.auth)
+            .await
+            .map_err(|e| self.failure(e))?;
+        if !is_digest(&digest) {
+            return Err(Failure::Refused(self.refused(format!(
+                "it named the manifest by `{}`, not a sha256 digest",
+                digest.chars().take(80).collect::<String>()
+            ))));
+        }
+        Ok(digest)
+    }
+
+    async fn manifest_raw(
+        &self,
+        reference: &OciReference,
+    ) -> Result<(bytes::Bytes, String), Failure> {
+        self.client
+            .pull_manifest_raw(&reference.client(None), &self.auth, &[OCI_MANIFEST])
+            .await
+            .map_err(|e| self.failure(e))
+    }
+
+    /// Streams the blob `descriptor` into `out`, refusing it as soon as it
+    /// passes its declared size or `max`, and checking its digest.
+    async fn pull(
+        &mut self,
+        descriptor: &Descriptor,
+        max: u64,
+        what: &'static str,
+        out: &mut impl std::io::Write,
+    ) -> Result<(), OciError> {
+        let reference = self.reference;
+        if let Some(why) = &self.offline {
+            return Err(OciError::Offline {
+                reference: reference.to_string(),
+                reason: why.clone(),
+            });
+        }
+        self.client
+            .store_auth_if_needed(reference.registry(), &self.auth)
+            .await;
+        let mut stream = self
+            .client
+            .pull_blob_stream(&reference.client(None), &descriptor.client())
+            .await
+            .map_err(|e| self.failure(e).into_error(reference))?;
+        let limit = descriptor.size.min(max);
+        if stream.content_length.is_some_and(|n| n > limit) {
+            return Err(too_large(reference, &descriptor.digest, what, limit));
+        }
+        let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut total = 0u64;
+        let store_error = |e: std::io::Error| OciError::Store {
+            path: PathBuf::from(&descriptor.digest),
+            reason: e.to_string(),
+        };
+        while let Some(chunk) = stream.stream.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                // oci-client's own digest check ends the stream with an
+                // error; ours below names both digests.
+                Err(_) if total == descriptor.size => break,
+                Err(e) => return Err(self.refused(format!("reading its {what}: {e}"))),
+            };
+            total += chunk.len() as u64;
+            if total > limit {
+                return Err(too_large(reference, &descriptor.digest, what, limit));
+            }
+            context.update(&chunk);
+            out.write_all(&chunk).map_err(store_error)?;
+        }
+        let hex: String = context
+            .finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let actual = format!("sha256:{hex}");
+        if actual != descriptor.digest {
+            return Err(OciError::DigestMismatch {
+                reference: reference.to_string(),
+                what,
+                expected: descriptor.digest.clone(),
+                actual,
+            });
+        }
+        out.flush().map_err(store_error)
+    }
+
+    async fn push_blob(&self, descriptor: &Descriptor, bytes: Vec<u8>) -> Result<(), OciError> {
+        let image = self.reference.client(None);
+        if self
+            .client
+            .blob_exists(&image, &descriptor.digest)
+            .await
+            .unwrap_or(false)
+        {
+            return Ok(());
+        }
+        self.client
+            .push_blob(&image, bytes, &descriptor.digest)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.failure(e).into_error(self.reference))
+    }
+
+    /// Pushes `manifest` to `reference` (a tag); its digest.
+    async fn push_manifest(
+        &self,
+        reference: &OciReference,
+        manifest: &Manifest,
+    ) -> Result<String, OciError> {
+        let bytes = serde_json::to_vec(manifest).map_err(|e| self.refused(e.to_string()))?;
+        let digest = sha256_digest(&bytes);
+        self.client
+            .push_manifest_raw(
+                &reference.client(None),
+                bytes,
+                http::HeaderValue::from_static(OCI_MANIFEST),
+            )
+            .await
+            .map_err(|e| self.failure(e).into_error(self.reference))?;
+        Ok(digest)
+    }
+}
+
+/// Runs a pull or push within [`OCI_PULL_TIMEOUT`].
+async fn bounded<T>(
+    reference: &OciReference,
+    work: impl Future<Output = Result<T, OciError>>,
+) -> Result<T, OciError> {
+    tokio::time::timeout(OCI_PULL_TIMEOUT, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(OciError::TimedOut {
+                reference: reference.to_string(),
+                limit: OCI_PULL_TIMEOUT,
+            })
+        })
+}
+
+/// The manifest's one `application/wasm` layer, checked: the wasm
+/// artifact layout, a sane digest, within `max` bytes.
+fn wasm_layer(
+    reference: &OciReference,
+    digest: &str,
+    manifest: &Manifest,
+    max: u64,
+) -> Result<Descriptor, OciError> {
+    if manifest.schema_version != 2 {
+        return Err(not_a_plugin(
+            reference,
+            digest,
+            "its manifest's schemaVersion is not 2",
+        ));
+    }
+    if manifest.config.media_type != WASM_CONFIG_MEDIA_TYPE {
+        return Err(not_a_plugin(
+            reference,
+            digest,
+            &format!(
+                "its config's media type is not {WASM_CONFIG_MEDIA_TYPE} (a container image, not a wasm component?)"
+            ),
+        ));
+    }
+    check_descriptor(reference, &manifest.config, MAX_OCI_CONFIG_BYTES, "config")?;
+    let mut wasm = manifest
+        .layers
+        .iter()
+        .filter(|l| l.media_type == WASM_LAYER_MEDIA_TYPE);
+    match (wasm.next(), wasm.next()) {
+        (Some(layer), None) => {
+            check_descriptor(reference, layer, max, "layer")?;
+            Ok(layer.clone())
+        }
+        _ => Err(not_a_plugin(
+            reference,
+            digest,
+            &format!("it has not exactly one {WASM_LAYER_MEDIA_TYPE} layer"),
+        )),
+    }
+}
+
+/// A descriptor's digest is `sha256:HEX` (it names a file) and its size
+/// within `max`.
+fn check_descriptor(
+    reference: &OciReference,
+    descriptor: &Descriptor,
+    max: u64,
+    what: &'static str,
+) -> Result<(), OciError> {
+    if !is_digest(&descriptor.digest) {
+        let digest: String = descriptor.digest.chars().take(80).collect();
+        return Err(not_a_plugin(
+            reference,
+            &digest,
+            &format!("its {what} is named by a digest that is not sha256:HEX"),
+        ));
+    }
+    check_size(reference, &descriptor.digest, what, descriptor.size, max)
+}
+
+fn check_size(
+    reference: &OciReference,
+    digest: &str,
+    what: &'static str,
+    size: u64,
+    max: u64,
+) -> Result<(), OciError> {
+    if size > max {
+        return Err(too_large(reference, digest, what, max));
+    }
+    Ok(())
+}
+
+fn check_digest(
+    reference: &OciReference,
+    what: &'static str,
+    expected: &str,
+    bytes: &[u8],
+) -> Result<(), OciError> {
+    let actual = sha256_digest(bytes);
+    if actual != expected {
+        return Err(OciError::DigestMismatch {
+            reference: reference.to_string(),
+            what,
+            expected: expected.to_owned(),
+            actual,
+        });
+    }
+    Ok(())
+}
+
+fn too_large(reference: &OciReference, digest: &str, what: &'static str, limit: u64) -> OciError {
+    OciError::TooLarge {
+        reference: reference.to_string(),
+        digest: digest.to_owned(),
+        what,
+        limit,
+    }
+}
+
+fn not_a_plugin(reference: &OciReference, digest: &str, reason: &str) -> OciError {
+    OciError::NotAPlugin {
+        reference: reference.to_string(),
+        digest: digest.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+/// An error and its sources on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}

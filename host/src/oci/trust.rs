@@ -1,0 +1,112 @@
+//! The trust policy: which keys may sign the plugins of which repositories,
+//! and which repositories may be loaded unsigned. Deny by default: a
+//! repository no rule names is refused.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use wildmatch::WildMatch;
+
+use super::sign::PublicKey;
+use crate::error::OciError;
+use crate::files::read_regular_file;
+
+/// The largest trust policy file read.
+const MAX_POLICY_BYTES: u64 = 1024 * 1024;
+
+/// Keys per repository pattern, and repositories allowed unsigned. A
+/// pattern matches `REGISTRY/REPOSITORY`; `*` matches any run of
+/// characters (`/` too), `?` one.
+#[derive(Debug, Clone, Default)]
+pub struct TrustPolicy {
+    rules: Vec<(String, PublicKey)>,
+    unsigned: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    trust: Vec<RuleFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    repository: String,
+    #[serde(default)]
+    keys: Vec<String>,
+    #[serde(default)]
+    unsigned: bool,
+}
+
+impl TrustPolicy {
+    /// Trusts nothing: every `oci://` plugin is refused.
+    pub fn new() -> TrustPolicy {
+        TrustPolicy::default()
+    }
+
+    /// Trusts `key` to sign plugins of the repositories `pattern` matches.
+    pub fn trust(mut self, pattern: impl Into<String>, key: PublicKey) -> TrustPolicy {
+        self.rules.push((pattern.into(), key));
+        self
+    }
+
+    /// Loads plugins of the repositories `pattern` matches without a valid
+    /// signature (`--allow-unsigned`); a trusted key's signature is still
+    /// checked when there is one.
+    pub fn allow_unsigned(mut self, pattern: impl Into<String>) -> TrustPolicy {
+        self.unsigned.push(pattern.into());
+        self
+    }
+
+    /// Reads a policy file (TOML) and adds its rules:
+    ///
+    /// ```toml
+    /// [[trust]]
+    /// repository = "ghcr.io/acme/*"
+    /// keys = ["acme.pub"]          # relative to this file
+    ///
+    /// [[trust]]
+    /// repository = "127.0.0.1:5000/scratch/*"
+    /// unsigned = true
+    /// ```
+    pub fn read(mut self, path: &Path) -> Result<TrustPolicy, OciError> {
+        let file_error = |reason: String| OciError::File {
+            path: path.to_owned(),
+            reason,
+        };
+        let bytes =
+            read_regular_file(path, MAX_POLICY_BYTES).map_err(|e| file_error(e.to_string()))?;
+        let text = String::from_utf8(bytes).map_err(|_| file_error("it is not UTF-8".into()))?;
+        let file: PolicyFile =
+            toml::from_str(&text).map_err(|e| file_error(format!("not a trust policy: {e}")))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for rule in file.trust {
+            for key in &rule.keys {
+                self.rules
+                    .push((rule.repository.clone(), PublicKey::read(&base.join(key))?));
+            }
+            if rule.unsigned {
+                self.unsigned.push(rule.repository);
+            }
+        }
+        Ok(self)
+    }
+
+    /// The keys trusted for `repository` (REGISTRY/REPOSITORY).
+    pub(crate) fn keys(&self, repository: &str) -> Vec<&PublicKey> {
+        self.rules
+            .iter()
+            .filter(|(pattern, _)| WildMatch::new(pattern).matches(repository))
+            .map(|(_, key)| key)
+            .collect()
+    }
+
+    /// Whether `repository` may load without a valid signature.
+    pub(crate) fn unsigned_allowed(&self, repository: &str) -> bool {
+        self.unsigned
+            .iter()
+            .any(|pattern| WildMatch::new(pattern).matches(repository))
+    }
+}

@@ -1,0 +1,431 @@
+//! Plugins from OCI registries (R41), end to end through the `toolhost`
+//! CLI against a real registry (Debian's `docker-registry`) on loopback:
+//! push, lock, pull and call; and every way an artifact can be wrong —
+//! a tampered layer, a swapped manifest, another key's signature, no
+//! signature, a moved tag — refused before anything is compiled (the
+//! compile cache stays empty); a locked, pulled digest loads with the
+//! registry stopped.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use toolhost_tests::exited;
+use toolhost_tests::registry::Registry;
+
+use crate::TEXT_TOOLS;
+
+/// The repository every test pushes to.
+const REPOSITORY: &str = "tools/text";
+
+/// A registry, a working directory (state, compile cache, keys, manifest,
+/// lock file) and two key pairs: `trusted` and `stranger`.
+struct Setup {
+    registry: Registry,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let setup = Setup {
+            registry: Registry::start(),
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        };
+        for name in ["trusted", "stranger"] {
+            let key = rcgen::KeyPair::generate().expect("a P-256 key");
+            std::fs::write(setup.path(&format!("{name}.key")), key.serialize_pem()).unwrap();
+            std::fs::write(setup.path(&format!("{name}.pub")), key.public_key_pem()).unwrap();
+        }
+        setup
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `oci://127.0.0.1:PORT/tools/text:TAG`.
+    fn reference(&self, tag: &str) -> String {
+        format!("oci://{}/{REPOSITORY}:{tag}", self.registry.address())
+    }
+
+    /// `127.0.0.1:PORT/tools/text`, what trust flags match.
+    fn repository(&self) -> String {
+        format!("{}/{REPOSITORY}", self.registry.address())
+    }
+
+    /// Runs `toolhost` in the working directory with its own state and
+    /// compile cache and no credentials from the environment.
+    fn toolhost(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args(args)
+            .arg("--state-dir")
+            .arg(self.path("state"))
+            .current_dir(self.dir.path())
+            .env("TOOLHOST_CACHE_DIR", self.path("cache"))
+            .env("HOME", self.dir.path())
+            .env_remove("DOCKER_CONFIG")
+            .env_remove("TOOLHOST_REGISTRY_USERNAME")
+            .env_remove("TOOLHOST_REGISTRY_PASSWORD")
+            .output()
+            .expect("runs toolhost");
+        exited(out)
+    }
+
+    /// `--trust-key REPO=trusted.pub`.
+    fn trusting(&self) -> String {
+        format!(
+            "{}={}",
+            self.repository(),
+            self.path("trusted.pub").display()
+        )
+    }
+
+    /// Pushes the text-tools plugin to `tag`, signed by `key` if given;
+    /// its manifest digest.
+    fn push(&self, plugin: &str, tag: &str, key: Option<&str>) -> String {
+        let reference = self.reference(tag);
+        let key_file = key.map(|k| self.path(&format!("{k}.key")));
+        let mut args = vec!["push", plugin, &reference, "--json"];
+        if let Some(file) = &key_file {
+            args.extend(["--sign", file.to_str().unwrap()]);
+        }
+        let (code, stdout, stderr) = self.toolhost(&args);
+        assert_eq!(code, 0, "push failed: {stderr}");
+        let pushed: serde_json::Value = serde_json::from_str(&stdout).expect("push --json");
+        let digest = pushed["digest"].as_str().expect("a digest").to_owned();
+        assert!(
+            digest.starts_with("sha256:") && digest.len() == 71,
+            "{digest}"
+        );
+        digest
+    }
+
+    /// Calls `echo` on `plugin` with `flags`.
+    fn echo(&self, plugin: &str, flags: &[&str]) -> (i32, String, String) {
+        let mut args = vec!["call", plugin, "echo", "--input", r#"{"message": "hi"}"#];
+        args.extend_from_slice(flags);
+        self.toolhost(&args)
+    }
+
+    /// The compiled components in the compile cache.
+    fn compiled(&self) -> usize {
+        std::fs::read_dir(self.path("cache"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// A manifest naming `reference`, written as `toolhost.toml`.
+    fn manifest(&self, reference: &str) -> PathBuf {
+        let path = self.path("toolhost.toml");
+        std::fs::write(&path, format!("path = \"{reference}\"\n")).unwrap();
+        path
+    }
+
+    /// A raw request to the registry: its status and body.
+    fn http(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Vec<u8>) {
+        let mut stream = TcpStream::connect(self.registry.address()).expect("the registry");
+        let mut request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/vnd.oci.image.manifest.v1+json\r\nConnection: close\r\n",
+            self.registry.address()
+        );
+        if let Some(body) = body {
+            request += &format!(
+                "Content-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: {}\r\n",
+                body.len()
+            );
+        }
+        request += "\r\n";
+        stream.write_all(request.as_bytes()).unwrap();
+        if let Some(body) = body {
+            stream.write_all(body).unwrap();
+        }
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).unwrap();
+        let split = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a response head");
+        let head = String::from_utf8_lossy(&response[..split]).into_owned();
+        let status = head[9..12].parse().expect("a status");
+        (status, response[split + 4..].to_vec())
+    }
+
+    /// The digest of the manifest's one layer (`inspect --json`).
+    fn layer(&self, tag: &str) -> String {
+        let (code, stdout, stderr) = self.toolhost(&[
+            "inspect",
+            &self.reference(tag),
+            "--json",
+            "--trust-key",
+            &self.trusting(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        let inspected: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        inspected["layer"].as_str().unwrap().to_owned()
+    }
+}
+
+/// The lock file's pins: reference → (digest, signer).
+fn pins(path: &Path) -> toml::Table {
+    toml::from_str(&std::fs::read_to_string(path).expect("toolhost.lock")).expect("TOML")
+}
+
+#[test]
+fn r41_push_lock_pull_and_call_a_signed_plugin() {
+    let setup = Setup::new();
+    let digest = setup.push(TEXT_TOOLS, "1.0", Some("trusted"));
+    let reference = setup.reference("1.0");
+
+    // inspect: annotations, digest and the trusted signer; nothing compiled.
+    let (code, stdout, stderr) = setup.toolhost(&[
+        "inspect",
+        &reference,
+        "--json",
+        "--trust-key",
+        &setup.trusting(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let inspected: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(inspected["digest"], digest.as_str());
+    let annotations = &inspected["annotations"];
+    assert_eq!(annotations["org.opencontainers.image.title"], "text_tools");
+    assert_eq!(annotations["org.opencontainers.image.version"], "1.0");
+    assert_eq!(
+        annotations["dev.toolhost.wit-world"],
+        "toolhost:plugin@0.1.0"
+    );
+    assert_eq!(
+        annotations["dev.toolhost.tools"],
+        "echo,regex_search,word_count"
+    );
+    let signers = inspected["signatures"].as_array().unwrap();
+    assert_eq!(signers.len(), 1, "{inspected}");
+    assert!(signers[0].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(setup.compiled(), 0);
+
+    // lock: the manifest's reference pinned to the pushed digest and signer.
+    let manifest = setup.manifest(&reference);
+    let trust = setup.trusting();
+    let (code, _, stderr) =
+        setup.toolhost(&["lock", manifest.to_str().unwrap(), "--trust-key", &trust]);
+    assert_eq!(code, 0, "{stderr}");
+    let lock = pins(&setup.path("toolhost.lock"));
+    let pinned = &lock["plugin"].as_array().unwrap()[0];
+    assert_eq!(pinned["reference"].as_str(), Some(reference.as_str()));
+    assert_eq!(pinned["digest"].as_str(), Some(digest.as_str()));
+    assert_eq!(pinned["signer"], signers[0].as_str().unwrap().into());
+
+    // pull and call, through the manifest and --locked.
+    let (code, stdout, stderr) = setup.echo(
+        manifest.to_str().unwrap(),
+        &["--locked", "--trust-key", &trust],
+    );
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+    assert_eq!(setup.compiled(), 1);
+
+    // By digest, the same component: from the compile cache.
+    let pinned = format!("oci://{}@{digest}", setup.repository());
+    let (code, stdout, stderr) = setup.echo(&pinned, &["--trust-key", &trust, "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let outcome: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    assert_eq!(setup.compiled(), 1);
+}
+
+#[test]
+fn r41_a_tampered_layer_is_refused_before_compiling() {
+    let setup = Setup::new();
+    let digest = setup.push(TEXT_TOOLS, "1.0", Some("trusted"));
+    let layer = setup.layer("1.0");
+    let file = setup.registry.blob_file(&layer);
+    let mut bytes = std::fs::read(&file).expect("the stored layer");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&file, bytes).unwrap();
+
+    let reference = setup.reference("1.0");
+    let (code, _, stderr) = setup.echo(&reference, &["--trust-key", &setup.trusting()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(&reference), "{stderr}");
+    assert!(stderr.contains("digest mismatch in its layer"), "{stderr}");
+    assert!(stderr.contains(&format!("expected {layer}")), "{stderr}");
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+    // Nothing of it kept: the manifest may be, the layer is not.
+    let stored = setup
+        .path("state/oci/blobs/sha256")
+        .join(layer.trim_start_matches("sha256:"));
+    assert!(!stored.exists());
+    let manifest = setup
+        .path("state/oci/blobs/sha256")
+        .join(digest.trim_start_matches("sha256:"));
+    assert!(manifest.is_file(), "the verified manifest is kept");
+}
+
+#[test]
+fn r41_a_manifest_swapped_under_the_tag_with_a_copied_signature_is_refused() {
+    let setup = Setup::new();
+    let signed = setup.push(TEXT_TOOLS, "1.0", Some("trusted"));
+    // Another component under the same tag, unsigned, given the first
+    // one's signature manifest.
+    let swapped = setup.push(crate::FS_TOOLS, "1.0", None);
+    assert_ne!(signed, swapped);
+    let tag = |d: &str| d.replacen(':', "-", 1) + ".sig";
+    let (status, signature) = setup.http(
+        "GET",
+        &format!("/v2/{REPOSITORY}/manifests/{}", tag(&signed)),
+        None,
+    );
+    assert_eq!(status, 200);
+    let (status, _) = setup.http(
+        "PUT",
+        &format!("/v2/{REPOSITORY}/manifests/{}", tag(&swapped)),
+        Some(&signature),
+    );
+    assert_eq!(status, 201);
+
+    let reference = setup.reference("1.0");
+    let (code, _, stderr) = setup.echo(&reference, &["--trust-key", &setup.trusting()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{reference} ({swapped}) was refused: bad signature"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("signs {signed}, another manifest")),
+        "{stderr}"
+    );
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+}
+
+#[test]
+fn r41_a_signature_by_another_key_is_refused_before_compiling() {
+    let setup = Setup::new();
+    let digest = setup.push(TEXT_TOOLS, "1.0", Some("stranger"));
+    let reference = setup.reference("1.0");
+    let (code, _, stderr) = setup.echo(&reference, &["--trust-key", &setup.trusting()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{reference} ({digest}) was refused: wrong signer")),
+        "{stderr}"
+    );
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+}
+
+#[test]
+fn r41_an_unsigned_plugin_is_refused_unless_its_repository_is_allowed_unsigned() {
+    let setup = Setup::new();
+    let digest = setup.push(TEXT_TOOLS, "1.0", None);
+    let reference = setup.reference("1.0");
+
+    let (code, _, stderr) = setup.echo(&reference, &["--trust-key", &setup.trusting()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{reference} ({digest}) was refused: no signature")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("--allow-unsigned {}", setup.repository())),
+        "{stderr}"
+    );
+
+    // No key trusted for it at all: refused too.
+    let (code, _, stderr) = setup.echo(&reference, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no trusted key is configured"), "{stderr}");
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+
+    // Allowed unsigned, explicitly: it loads.
+    let (code, stdout, stderr) = setup.echo(&reference, &["--allow-unsigned", &setup.repository()]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+    assert_eq!(setup.compiled(), 1);
+}
+
+#[test]
+fn r41_locked_refuses_a_moved_tag_naming_both_digests() {
+    let setup = Setup::new();
+    let locked = setup.push(TEXT_TOOLS, "1.0", Some("trusted"));
+    let reference = setup.reference("1.0");
+    let manifest = setup.manifest(&reference);
+    let trust = setup.trusting();
+    let (code, _, stderr) =
+        setup.toolhost(&["lock", manifest.to_str().unwrap(), "--trust-key", &trust]);
+    assert_eq!(code, 0, "{stderr}");
+    let moved = setup.push(crate::FS_TOOLS, "1.0", Some("trusted"));
+
+    let (code, _, stderr) = setup.toolhost(&[
+        "list",
+        manifest.to_str().unwrap(),
+        "--locked",
+        "--trust-key",
+        &trust,
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{reference} moved: the lock file pins {locked}, the registry now has {moved}"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+
+    // A reference the lock file does not name is refused under --locked.
+    let other = setup.reference("2.0");
+    let (code, _, stderr) = setup.toolhost(&["list", &other, "--locked", "--trust-key", &trust]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{other} is not in the lock file")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn r41_a_locked_pulled_digest_loads_with_the_registry_stopped() {
+    let setup = Setup::new();
+    let digest = setup.push(TEXT_TOOLS, "1.0", Some("trusted"));
+    let reference = setup.reference("1.0");
+    let manifest = setup.manifest(&reference);
+    let trust = setup.trusting();
+    let (code, _, stderr) =
+        setup.toolhost(&["lock", manifest.to_str().unwrap(), "--trust-key", &trust]);
+    assert_eq!(code, 0, "{stderr}");
+
+    setup.registry.stop();
+    let (code, stdout, stderr) = setup.echo(
+        manifest.to_str().unwrap(),
+        &["--locked", "--trust-key", &trust],
+    );
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+    // Pinned by digest, offline too; its signature is checked again from
+    // the content store.
+    let pinned = format!("oci://{}@{digest}", setup.repository());
+    let (code, stdout, stderr) = setup.echo(&pinned, &["--trust-key", &trust]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+    let (code, _, stderr) = setup.echo(
+        &pinned,
+        &[
+            "--trust-key",
+            &format!(
+                "{}={}",
+                setup.repository(),
+                setup.path("stranger.pub").display()
+            ),
+        ],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("wrong signer"), "{stderr}");
+    // A tag not locked and not reachable: refused, naming why.
+    let (code, _, stderr) = setup.echo(&reference, &["--trust-key", &trust]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{reference}: the registry is unreachable")),
+        "{stderr}"
+    );
+}
