@@ -68,6 +68,7 @@ pub(crate) async fn run(
         agent: "toolhost".into(),
         message_id: "cli-message".into(),
         call_id: "cli-call".into(),
+        caller: None,
     };
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();

@@ -189,6 +189,7 @@ async fn run_samples(
             agent: "toolhost-check".into(),
             message_id: "check".into(),
             call_id: format!("sample-{i}"),
+            caller: None,
         };
         let call =
             Call::new(&sample.tool, input.to_string(), context).with_overrides(common.overrides());

@@ -122,6 +122,7 @@ mod tests {
                 agent: "a".into(),
                 message_id: "m".into(),
                 call_id: "c".into(),
+                caller: None,
             },
             plugin: "fs-tools".into(),
             tool: "write_file".into(),

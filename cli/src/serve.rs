@@ -12,7 +12,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 use toolhost::events::{EventSink, JsonLinesSink};
 use toolhost::mcp::Metrics;
-use toolhost::mcp::{HttpOptions, Loading, McpServer, ServeError, StateKeys, Watcher};
+use toolhost::mcp::{AuthOptions, HttpOptions, Loading, McpServer, ServeError, StateKeys, Watcher};
 
 use crate::common::{Common, Specs, specs};
 use crate::std_tools::StdArgs;
@@ -43,6 +43,31 @@ pub(crate) struct ServeArgs {
         value_delimiter = ','
     )]
     tokens: Vec<String>,
+    /// HTTP: accept OAuth 2.1 access tokens (JWTs) from the authorization
+    /// server ISSUER (repeatable): its keys are found through its RFC 8414
+    /// or OpenID metadata. Needs --resource.
+    #[arg(
+        long = "auth-issuer",
+        value_name = "ISSUER",
+        env = "TOOLHOST_AUTH_ISSUER",
+        value_delimiter = ',',
+        requires = "resource"
+    )]
+    auth_issuers: Vec<String>,
+    /// HTTP with --auth-issuer: this server's canonical URL, e.g.
+    /// https://tools.example.com/mcp. Tokens must name it in `aud`.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "TOOLHOST_RESOURCE",
+        requires = "auth_issuers"
+    )]
+    resource: Option<String>,
+    /// HTTP with --auth-issuer: tools matching TOOL (a pattern, `*` any run)
+    /// are listed and callable only with the token scope SCOPE, besides
+    /// `mcp:tools` (repeatable).
+    #[arg(long = "tool-scope", value_name = "TOOL=SCOPE", value_parser = tool_scope, requires = "auth_issuers")]
+    tool_scopes: Vec<(String, String)>,
     /// Append durable events (progress, outcomes) to FILE as JSON Lines.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
@@ -95,10 +120,28 @@ pub(crate) struct ServeArgs {
     previous_state_key_file: Option<PathBuf>,
 }
 
+/// `TOOL=SCOPE`, for --tool-scope.
+fn tool_scope(given: &str) -> Result<(String, String), String> {
+    match given.split_once('=') {
+        Some((tool, scope)) if !tool.is_empty() && !scope.is_empty() && !scope.contains(' ') => {
+            Ok((tool.to_owned(), scope.to_owned()))
+        }
+        _ => Err(format!(
+            "{given:?} is not TOOL=SCOPE (e.g. `write_*=files:write`; a scope has no spaces)"
+        )),
+    }
+}
+
 impl ServeArgs {
     pub(crate) fn into_serve(self, plugins: Vec<PathBuf>) -> Serve {
+        let auth = self.resource.map(|resource| AuthOptions {
+            issuers: self.auth_issuers,
+            resource,
+            tool_scopes: self.tool_scopes,
+        });
         let options = HttpOptions {
             tokens: self.tokens,
+            auth,
             hosts: self.allow_hosts,
             max_connections: self.max_connections,
             header_timeout: self.header_timeout,

@@ -84,6 +84,10 @@ pub(crate) struct EventsArgs {
     /// Only this tool's outcomes.
     #[arg(long)]
     tool: Option<String>,
+    /// Only this caller's outcomes: `ISSUER#SUBJECT` for an OAuth caller
+    /// of `serve --http`, `token:DIGEST` for a static token.
+    #[arg(long)]
+    caller: Option<String>,
     /// Only outcomes recorded within this long, e.g. 10m, 2h, 7d.
     #[arg(long, value_parser = parse_duration)]
     since: Option<Duration>,
@@ -103,6 +107,7 @@ pub(crate) async fn events(args: &EventsArgs) -> Result<u8, Failure> {
     filter.call = args.call.clone();
     filter.status = args.status.clone();
     filter.tool = args.tool.clone();
+    filter.caller = args.caller.clone();
     filter.since = args.since.map(|ago| millis(SystemTime::now() - ago));
     filter.limit = Some(args.limit);
     let listed = store.outcomes(&filter).await.map_err(Failure::from)?;
@@ -121,8 +126,14 @@ pub(crate) async fn events(args: &EventsArgs) -> Result<u8, Failure> {
 fn summary(recorded: &Recorded) -> String {
     let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(recorded.recorded_at).unwrap_or(0));
     let s = &recorded.settlement;
+    let caller = s
+        .context
+        .caller
+        .as_ref()
+        .map(|c| format!(" caller={}", c.name()))
+        .unwrap_or_default();
     format!(
-        "{}  {:<11}  {}  session={} message={} call={}",
+        "{}  {:<11}  {}  session={} message={} call={}{caller}",
         humantime::format_rfc3339_millis(at),
         s.outcome.status(),
         s.tool,

@@ -38,6 +38,7 @@ fn context() -> CallContext {
         agent: "bench".into(),
         message_id: "bench".into(),
         call_id: "bench".into(),
+        caller: None,
     }
 }
 

@@ -48,6 +48,7 @@
 //!     agent: "build".into(),
 //!     message_id: "msg_1".into(),
 //!     call_id: "call_1".into(),
+//!     caller: None,
 //! };
 //! let settlement = snapshot
 //!     .settle(Call::new("echo", r#"{"message":"hi"}"#, context.clone()))
@@ -153,7 +154,7 @@ pub use facade::snapshot::Snapshot;
 pub use model::budget::{Budget, BudgetOverrides, Limit, Usage};
 pub use model::call::Call;
 pub use model::content::{ContentPart, ToolFailure, ToolResponse};
-pub use model::context::CallContext;
+pub use model::context::{CallContext, Caller};
 pub use model::execution::ToolContext;
 pub use model::outcome::{Completed, Interruption, Outcome, Settlement};
 pub use model::plugin::PluginInfo;

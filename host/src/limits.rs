@@ -60,6 +60,11 @@ pub use crate::mcp::admission::{
 pub use crate::mcp::bindings::{MAX_SESSIONS, SESSION_IDLE_EXPIRY};
 #[cfg(feature = "mcp")]
 pub use crate::mcp::http::{
+    AUTH_FETCH_TIMEOUT, KEY_REFRESH_WINDOW, MAX_AUTH_DOCUMENT_BYTES, MAX_ISSUER_KEYS,
+    MAX_KEY_REFRESHES, MAX_TOKEN_BYTES, TOKEN_LEEWAY,
+};
+#[cfg(feature = "mcp")]
+pub use crate::mcp::http::{
     BODY_IDLE_TIMEOUT, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, MAX_BUFFERED_REQUEST_BYTES,
     MAX_CONNECTIONS, MAX_INITIALIZE_BYTES, MAX_REQUEST_BODY_BYTES, REPLY_FLUSH_LIMIT,
 };

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use wildmatch::WildMatch;
 
 pub use crate::model::approval::{Approver, PermissionDenied, PermissionRequest, Reply};
+use crate::model::context::{CallContext, Caller};
 use crate::store::StoreSlot;
 
 /// What a rule decides.
@@ -25,7 +26,8 @@ pub enum Effect {
     Ask,
 }
 
-/// `{action, resource, effect}`: patterns for the action and the resource.
+/// `{action, resource, effect}`: patterns for the action and the resource,
+/// and optionally for who is calling (R40).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
@@ -35,21 +37,50 @@ pub struct Rule {
     pub resource: String,
     /// What to do when both match.
     pub effect: Effect,
+    /// Pattern for the caller's name (`ISSUER#SUBJECT`); a rule with one
+    /// never matches a call without an authenticated caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+    /// `CLAIM=PATTERN`: the caller's token claim (a string, or a list
+    /// such as `groups` holding one) must match; never matches a call
+    /// without an authenticated caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
 }
 
 impl Rule {
-    /// A rule from its parts.
+    /// A rule from its parts, for any caller.
     pub fn new(action: impl Into<String>, resource: impl Into<String>, effect: Effect) -> Rule {
         Rule {
             action: action.into(),
             resource: resource.into(),
             effect,
+            caller: None,
+            claim: None,
         }
     }
 
-    fn matches(&self, action: &str, resource: &str) -> bool {
+    fn matches(&self, action: &str, resource: &str, caller: Option<&Caller>) -> bool {
         WildMatch::new(&self.action).matches(action)
             && WildMatch::new(&self.resource).matches(resource)
+            && self.applies_to(caller)
+    }
+
+    /// Whether the rule's caller conditions hold for `caller`.
+    fn applies_to(&self, caller: Option<&Caller>) -> bool {
+        if self.caller.is_none() && self.claim.is_none() {
+            return true;
+        }
+        let Some(caller) = caller else { return false };
+        let named = self
+            .caller
+            .as_ref()
+            .is_none_or(|p| WildMatch::new(p).matches(caller.name()));
+        let claimed = self.claim.as_ref().is_none_or(|c| match c.split_once('=') {
+            Some((claim, pattern)) => caller.has_claim(claim, pattern),
+            None => false,
+        });
+        named && claimed
     }
 }
 
@@ -67,10 +98,21 @@ impl Rules {
 
     /// The effect of the last rule matching `action` on `resource`, if any.
     pub fn matching(&self, action: &str, resource: &str) -> Option<Effect> {
+        self.matching_for(action, resource, None)
+    }
+
+    /// The effect of the last rule matching `action` on `resource` for
+    /// `caller` (rules naming a caller or a claim match only theirs).
+    pub fn matching_for(
+        &self,
+        action: &str,
+        resource: &str,
+        caller: Option<&Caller>,
+    ) -> Option<Effect> {
         self.0
             .iter()
             .rev()
-            .find(|r| r.matches(action, resource))
+            .find(|r| r.matches(action, resource, caller))
             .map(|r| r.effect)
     }
 
@@ -80,7 +122,9 @@ impl Rules {
         self.0
             .iter()
             .rev()
-            .find(|r| r.resource == "*" && WildMatch::new(&r.action).matches(tool))
+            .find(|r| {
+                r.resource == "*" && WildMatch::new(&r.action).matches(tool) && r.applies_to(None)
+            })
             .is_none_or(|r| r.effect != Effect::Deny)
     }
 
@@ -139,10 +183,15 @@ impl Policy {
         }
     }
 
-    /// The store's key of the answers saved for `session` and this plugin:
-    /// both, as a JSON array, so no pair of them can collide.
-    fn scope(&self, session: &str) -> String {
-        serde_json::json!([session, self.owner]).to_string()
+    /// The store's key of the answers saved for `context`'s session, its
+    /// caller (R40) and this plugin, as a JSON array, so no two of them
+    /// can collide.
+    fn scope(&self, context: &CallContext) -> String {
+        match &context.caller {
+            None => serde_json::json!([context.session_id, self.owner]),
+            Some(c) => serde_json::json!([context.session_id, self.owner, c.name()]),
+        }
+        .to_string()
     }
 
     /// The answers saved for `scope`, as allow rules; none when the store
@@ -213,7 +262,12 @@ impl Policy {
         let action = &request.action;
         let mut asking = Vec::new();
         for resource in &request.resources {
-            match self.rules.matching(action, resource).unwrap_or(unmatched) {
+            let caller = request.context.caller.as_ref();
+            match self
+                .rules
+                .matching_for(action, resource, caller)
+                .unwrap_or(unmatched)
+            {
                 Effect::Deny => return Err(denied(resource)),
                 Effect::Ask => asking.push(resource),
                 Effect::Allow => {}
@@ -222,7 +276,7 @@ impl Policy {
         if asking.is_empty() {
             return Ok(());
         }
-        let scope = self.scope(&request.context.session_id);
+        let scope = self.scope(&request.context);
         let saved = self.saved(&scope).await;
         let Some(first) = asking
             .into_iter()
@@ -248,9 +302,39 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
+    use serde_json::json;
 
     use super::*;
-    use crate::model::context::CallContext;
+
+    #[test]
+    fn r40_rules_naming_a_caller_or_a_claim_match_only_those_callers() {
+        let claims = |groups: serde_json::Value| {
+            let mut claims = serde_json::Map::new();
+            claims.insert("groups".into(), groups);
+            claims
+        };
+        let admin = Caller::oauth("https://idp.example", "erin", claims(json!(["staff", "admins"])));
+        let staff = Caller::oauth("https://idp.example", "frank", claims(json!("staff")));
+        let by_claim = Rules(vec![Rule {
+            claim: Some("groups=admin*".into()),
+            ..Rule::new("net", "*", Effect::Allow)
+        }]);
+        assert_eq!(by_claim.matching_for("net", "x", Some(&admin)), Some(Effect::Allow));
+        assert_eq!(by_claim.matching_for("net", "x", Some(&staff)), None);
+        assert_eq!(by_claim.matching_for("net", "x", None), None);
+        let by_name = Rules(vec![Rule {
+            caller: Some("https://idp.example#f*".into()),
+            ..Rule::new("net", "*", Effect::Deny)
+        }]);
+        assert_eq!(by_name.matching_for("net", "x", Some(&staff)), Some(Effect::Deny));
+        assert_eq!(by_name.matching_for("net", "x", Some(&admin)), None);
+        // A rule for some callers never hides a tool from everyone.
+        let hide = Rules(vec![Rule {
+            caller: Some("*".into()),
+            ..Rule::new("echo", "*", Effect::Deny)
+        }]);
+        assert!(hide.is_visible("echo"));
+    }
 
     fn allow(resource: &str) -> Rules {
         Rules(vec![Rule::new("edit", resource, Effect::Allow)])

@@ -571,6 +571,7 @@ async fn r19_outcomes_carry_exact_ids_and_errors_keep_the_last_progress() {
         agent: "build".into(),
         message_id: "msg_01J".into(),
         call_id: "toolu_42".into(),
+        caller: None,
     };
     let s = snapshot
         .settle(Call::new("echo", r#"{"message":"hi"}"#, ctx.clone()))

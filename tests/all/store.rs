@@ -69,6 +69,7 @@ fn ids(call: &str) -> CallContext {
         agent: "tester".into(),
         message_id: "msg-store".into(),
         call_id: call.into(),
+        caller: None,
     }
 }
 

@@ -566,9 +566,11 @@ async def connect_http(
     client_name: str | None = None,
     elicitation_callback: Any = None,
     max_sse_event_size: int | None = DEFAULT_MAX_SSE_EVENT_SIZE,
+    auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[Connection]:
     """Connects a client of `era` to a running HTTP server, recording the
-    `Mcp-Session-Id` of every response."""
+    `Mcp-Session-Id` of every response; `auth` (e.g. the mcp client's OAuth
+    provider) signs its requests."""
     session_ids: list[str] = []
 
     async def on_response(response: httpx2.Response) -> None:
@@ -578,6 +580,7 @@ async def connect_http(
 
     async with httpx2.AsyncClient(
         headers=headers,
+        auth=auth,
         timeout=httpx2.Timeout(30.0, read=300.0),
         event_hooks={"response": [on_response]},
     ) as http:

@@ -45,6 +45,7 @@ pub fn context(call: &str) -> CallContext {
         agent: "tester".into(),
         message_id: format!("msg-{call}-{message}"),
         call_id: call.into(),
+        caller: None,
     }
 }
 

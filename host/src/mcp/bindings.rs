@@ -33,6 +33,11 @@ impl Credential {
         Credential(format!("token:{}", &digest[..16]).into())
     }
 
+    /// An OAuth caller, by its `ISSUER#SUBJECT` name.
+    pub(crate) fn caller(name: &str) -> Credential {
+        Credential(format!("caller:{name}").into())
+    }
+
     /// A stable name for scoping what the caller owns; never the secret.
     pub(crate) fn as_str(&self) -> &str {
         &self.0

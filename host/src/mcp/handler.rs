@@ -23,6 +23,7 @@ use crate::mcp::admission::Admitted;
 use crate::mcp::ask::{AskMode, McpAsk, QUESTION_KEY, Step, elicit_params, reply_of};
 use crate::mcp::bindings::Credential;
 use crate::mcp::call::Started;
+use crate::mcp::http::auth::{Access, Authenticated};
 use crate::mcp::output::{self, READ_OUTPUT};
 use crate::mcp::progress;
 use crate::mcp::results::{self, INTERRUPTED_ERROR_CODE};
@@ -31,6 +32,7 @@ use crate::mcp::server::{HandlerMark, Shared};
 use crate::model::approval::Reply;
 use crate::model::call::Call;
 use crate::model::context::CallContext;
+use crate::model::context::Caller;
 use crate::model::outcome::{Interruption, Outcome, Settlement};
 
 /// The `_meta` key a client may set to name the assistant message of a call.
@@ -69,14 +71,17 @@ pub(crate) struct RequestScope {
     outputs: String,
     /// The caller's credential, by its stable name.
     caller: String,
+    /// The caller its token names, recorded with its calls (R40).
+    who: Option<Caller>,
 }
 
 impl RequestScope {
-    fn same(id: String, caller: &Credential) -> RequestScope {
+    fn same(id: String, caller: &Credential, who: Option<Caller>) -> RequestScope {
         RequestScope {
             outputs: id.clone(),
             session: id,
             caller: caller.as_str().to_owned(),
+            who,
         }
     }
 }
@@ -94,6 +99,19 @@ fn meta_str(context: &RequestContext<RoleServer>, key: &str) -> Option<String> {
         .get(key)
         .and_then(Value::as_str)
         .map(str::to_owned)
+}
+
+/// Which tools the request's token lets it see: those whose scopes it
+/// has (R40; every tool without OAuth).
+fn visible_to(context: &RequestContext<RoleServer>) -> impl Fn(&str) -> bool + '_ {
+    let parts = context.extensions.get::<http::request::Parts>();
+    let access = parts.and_then(|p| {
+        Some((
+            p.extensions.get::<Arc<Access>>()?,
+            p.extensions.get::<Authenticated>()?,
+        ))
+    });
+    move |tool| access.is_none_or(|(access, who)| access.missing(&who.scopes, tool).is_empty())
 }
 
 /// The 2025-era session a request names, if it names one.
@@ -148,23 +166,27 @@ impl Handler {
     fn scope(&self, context: &RequestContext<RoleServer>) -> RequestScope {
         let anonymous = Credential::anonymous();
         let Some(parts) = context.extensions.get::<http::request::Parts>() else {
-            return RequestScope::same(self.connection.clone(), &anonymous);
+            return RequestScope::same(self.connection.clone(), &anonymous, None);
         };
         let credential = parts.extensions.get::<Credential>().unwrap_or(&anonymous);
+        let who = parts.extensions.get::<Caller>().cloned();
         if is_legacy(context)
             && let Some(id) = session_header(parts)
         {
             self.mark.serves(id);
-            return RequestScope::same(id.to_owned(), credential);
+            return RequestScope::same(id.to_owned(), credential, who);
         }
         match meta_str(context, SESSION_ID_KEY) {
-            Some(id) => {
-                RequestScope::same(format!("client:{}:{id}", credential.as_str()), credential)
-            }
+            Some(id) => RequestScope::same(
+                format!("client:{}:{id}", credential.as_str()),
+                credential,
+                who,
+            ),
             None => RequestScope {
                 session: format!("request:{}", uuid::Uuid::new_v4().simple()),
                 outputs: format!("stateless:{}", credential.as_str()),
                 caller: credential.as_str().to_owned(),
+                who,
             },
         }
     }
@@ -178,9 +200,14 @@ impl Handler {
             .await
     }
 
-    fn call_context(&self, context: &RequestContext<RoleServer>, session: String) -> CallContext {
+    fn call_context(
+        &self,
+        context: &RequestContext<RoleServer>,
+        scope: &RequestScope,
+    ) -> CallContext {
         CallContext {
-            session_id: session,
+            session_id: scope.session.clone(),
+            caller: scope.who.clone(),
             agent: Self::agent(context),
             message_id: meta_str(context, MESSAGE_ID_KEY)
                 .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple())),
@@ -231,13 +258,9 @@ impl Handler {
         let (steps_tx, steps) = mpsc::channel(1);
         let mode = Self::ask_mode(context, legacy, &steps_tx, answers.clone());
         let ask = Arc::new(McpAsk::new(mode));
-        let mut call = Call::new(
-            request.name,
-            input,
-            self.call_context(context, scope.session.clone()),
-        )
-        .with_cancel(cancel.clone())
-        .with_output_scope(scope.outputs.clone());
+        let mut call = Call::new(request.name, input, self.call_context(context, scope))
+            .with_cancel(cancel.clone())
+            .with_output_scope(scope.outputs.clone());
         if self
             .shared
             .ask_clients
@@ -410,10 +433,11 @@ impl ServerHandler for Handler {
         let legacy = is_legacy(&context);
         self.shared.loaded().await;
         let snapshot = self.location(&self.scope(&context)).await.snapshot();
+        let visible = visible_to(&context);
         let mut tools: Vec<_> = snapshot
             .definitions()
             .iter()
-            .filter(|d| d.name != READ_OUTPUT)
+            .filter(|d| d.name != READ_OUTPUT && visible(&d.name))
             .map(|d| results::tool(d, legacy))
             .collect();
         tools.push(output::read_output_tool());

@@ -36,7 +36,7 @@ pub(crate) mod watch;
 
 pub use crate::bridge::McpConnection;
 pub use handler::{MESSAGE_ID_KEY, SESSION_ID_KEY};
-pub use http::{HttpOptions, HttpServer};
+pub use http::{AuthError, AuthOptions, HttpOptions, HttpServer, TOOLS_SCOPE};
 pub use metrics::{MeteredStore, Metrics};
 pub use results::{BUSY_ERROR_CODE, DEFECT_ERROR_CODE, INTERRUPTED_ERROR_CODE, TOOL_METADATA_KEY};
 pub use sealed::{StateKeyError, StateKeys};

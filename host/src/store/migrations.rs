@@ -17,16 +17,30 @@ pub(crate) enum Backend {
 /// Every migration of `backend`, oldest first: (version, what, SQL).
 fn migrations(backend: Backend) -> &'static [(i64, &'static str, &'static str)] {
     match backend {
-        Backend::Sqlite => &[(
-            1,
-            "calls, events, retained outputs, saved answers",
-            include_str!("migrations/sqlite/0001_store.sql"),
-        )],
-        Backend::Postgres => &[(
-            1,
-            "calls, events, retained outputs, saved answers",
-            include_str!("migrations/postgres/0001_store.sql"),
-        )],
+        Backend::Sqlite => &[
+            (
+                1,
+                "calls, events, retained outputs, saved answers",
+                include_str!("migrations/sqlite/0001_store.sql"),
+            ),
+            (
+                2,
+                "the caller of each call and event",
+                include_str!("migrations/sqlite/0002_callers.sql"),
+            ),
+        ],
+        Backend::Postgres => &[
+            (
+                1,
+                "calls, events, retained outputs, saved answers",
+                include_str!("migrations/postgres/0001_store.sql"),
+            ),
+            (
+                2,
+                "the caller of each call and event",
+                include_str!("migrations/postgres/0002_callers.sql"),
+            ),
+        ],
     }
 }
 

@@ -145,6 +145,8 @@ pub struct OutcomeFilter {
     pub status: Option<String>,
     /// Only this tool's.
     pub tool: Option<String>,
+    /// Only this caller's (`ISSUER#SUBJECT`, or `token:DIGEST`; R40).
+    pub caller: Option<String>,
     /// Only outcomes recorded since this Unix millisecond.
     pub since: Option<i64>,
     /// At most this many, newest first. Default: 100.

@@ -328,6 +328,7 @@ impl Store for SqlStore {
                  AND ($3 IS NULL OR status = $3) \
                  AND ($4 IS NULL OR tool = $4) \
                  AND ($5 IS NULL OR ended_at >= $5) \
+                 AND ($7 IS NULL OR caller = $7) \
                  ORDER BY ended_at DESC LIMIT $6",
             )
             .bind(filter.session.as_deref())
@@ -336,6 +337,7 @@ impl Store for SqlStore {
             .bind(filter.tool.as_deref())
             .bind(filter.since)
             .bind(i64::from(filter.limit.unwrap_or(DEFAULT_LIST_LIMIT)))
+            .bind(filter.caller.as_deref())
             .fetch_all(&self.pool)
             .await
             .map_err(|e| self.failed(e))?;
@@ -369,6 +371,7 @@ mod tests {
             agent: "tester".into(),
             message_id: "msg".into(),
             call_id: call.into(),
+            caller: None,
         }
     }
 

@@ -9,7 +9,7 @@ use sqlx::AnyConnection;
 use sqlx::{AnyPool, Executor as _, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::model::context::CallContext;
+use crate::model::context::{CallContext, Caller};
 use crate::store::migrations::Backend;
 use crate::store::{
     Claim, MAX_BATCH, MAX_STORED_EVENTS, OUTPUT_CHUNK_BYTES, StoreEvent, now_millis,
@@ -243,8 +243,8 @@ async fn claim(
 ) -> sqlx::Result<Claim> {
     let now = now_millis();
     let inserted = sqlx::query(
-        "INSERT INTO calls (session_id, message_id, call_id, agent, tool, state, owner, lease_until, started_at) \
-         VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8) \
+        "INSERT INTO calls (session_id, message_id, call_id, agent, tool, state, owner, lease_until, started_at, caller) \
+         VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9) \
          ON CONFLICT (session_id, message_id, call_id) DO NOTHING",
     )
     .bind(context.session_id.as_str())
@@ -255,6 +255,7 @@ async fn claim(
     .bind(owner)
     .bind(lease_until)
     .bind(now)
+    .bind(context.caller.as_ref().map(Caller::name))
     .execute(&mut *db)
     .await?;
     if inserted.rows_affected() == 1 {
@@ -332,7 +333,7 @@ async fn keep_event(
     kept: &AtomicU64,
 ) -> sqlx::Result<()> {
     sqlx::query(
-        "INSERT INTO events (kind, session_id, message_id, call_id, at, body) VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO events (kind, session_id, message_id, call_id, at, body, caller) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(event.kind)
     .bind(event.context.session_id.as_str())
@@ -340,6 +341,7 @@ async fn keep_event(
     .bind(event.context.call_id.as_str())
     .bind(now_millis())
     .bind(event.body.to_string())
+    .bind(event.context.caller.as_ref().map(Caller::name))
     .execute(&mut *db)
     .await?;
     // Now and then, drop what is beyond the bound.

@@ -34,8 +34,10 @@ use tower::ServiceExt as _;
 
 use crate::mcp::bindings::{Bindings, Credential, InUse, MAX_SESSIONS};
 use crate::mcp::handler::Handler;
+use crate::mcp::http::auth::{Authenticated, Authenticator, bearer};
 use crate::mcp::http::origin::Origins;
 use crate::mcp::results::BUSY_ERROR_CODE;
+use crate::model::context::Caller;
 
 /// The largest request body accepted: room for large tool inputs, bounded
 /// so a client cannot make the server buffer without end.
@@ -95,8 +97,10 @@ struct Admitted {
 
 /// Everything the guard checks against.
 pub(crate) struct Guard {
-    /// Every caller's token; none: no token needed.
+    /// Every caller's token; none (and no `auth`): no token needed.
     pub(crate) tokens: Vec<Arc<str>>,
+    /// OAuth access tokens, when issuers are configured (R40).
+    pub(crate) auth: Option<Arc<Authenticator>>,
     pub(crate) origins: Origins,
     pub(crate) body_idle: Duration,
     pub(crate) body_deadline: Duration,
@@ -154,6 +158,27 @@ fn unauthorized() -> Response {
         .into_response()
 }
 
+/// A token in the URL would end up in logs and histories: the MCP
+/// authorization spec forbids it, so it is refused rather than ignored.
+fn token_in_query() -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        [(
+            header::WWW_AUTHENTICATE,
+            "Bearer error=\"invalid_request\", error_description=\"access tokens are not accepted in the query string\"",
+        )],
+        "access tokens are not accepted in the URL query string: send `Authorization: Bearer <token>`",
+    )
+        .into_response()
+}
+
+fn has_query_token(request: &Request) -> bool {
+    request.uri().query().is_some_and(|q| {
+        q.split('&')
+            .any(|pair| pair.split('=').next() == Some("access_token"))
+    })
+}
+
 fn session_not_found() -> Response {
     (
         StatusCode::NOT_FOUND,
@@ -199,9 +224,11 @@ impl Guard {
             );
             return Err(Box::new(forbidden.into_response()));
         }
-        let credential = self.credential(request.headers())?;
+        if has_query_token(&request) {
+            return Err(Box::new(token_in_query()));
+        }
         let (mut parts, body) = request.into_parts();
-        parts.extensions.insert(credential.clone());
+        let credential = self.credential(&mut parts).await?;
         let mut held = Held::default();
         let mut initializing = None;
         let mut resumable = false;
@@ -210,6 +237,7 @@ impl Guard {
             held.bytes = permit;
             held.reply = Some(self.replies.token());
             let peek = Peek::of(&bytes)?;
+            self.check_scope(&parts, peek.tool.as_deref())?;
             if let Some(version) = &peek.initialize {
                 self.make_room().await?;
                 initializing = Some(credential.clone());
@@ -239,24 +267,56 @@ impl Guard {
         })
     }
 
-    /// The request's credential: its bearer token when tokens are required.
-    fn credential(&self, headers: &HeaderMap) -> Result<Credential, Refused> {
-        if self.tokens.is_empty() {
-            return Ok(Credential::anonymous());
+    /// The request's credential: a static bearer token, else an OAuth
+    /// access token, when either is required. Handed on with the request:
+    /// the credential, and for a token the caller it names (R40).
+    async fn credential(&self, parts: &mut http::request::Parts) -> Result<Credential, Refused> {
+        if self.tokens.is_empty() && self.auth.is_none() {
+            let anonymous = Credential::anonymous();
+            parts.extensions.insert(anonymous.clone());
+            return Ok(anonymous);
         }
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| Box::new(unauthorized()))?;
+        let given = bearer(&parts.headers);
         // Every token is compared, so timing does not tell which matched.
-        let matched = self.tokens.iter().fold(false, |any, t| {
-            constant_time_eq(given.as_bytes(), t.as_bytes()) | any
+        let matched = given.is_some_and(|given| {
+            self.tokens.iter().fold(false, |any, t| {
+                constant_time_eq(given.as_bytes(), t.as_bytes()) | any
+            })
         });
-        if matched {
-            Ok(Credential::token(given))
+        let credential = match (given, &self.auth) {
+            (Some(given), _) if matched => {
+                let credential = Credential::token(given);
+                parts.extensions.insert(Caller::named(credential.as_str()));
+                credential
+            }
+            (_, Some(auth)) => {
+                let authenticated = auth.authenticate(&parts.headers).await.map_err(Box::new)?;
+                let credential = Credential::caller(authenticated.caller.name());
+                parts.extensions.insert(authenticated.caller.clone());
+                parts.extensions.insert(auth.access().clone());
+                parts.extensions.insert(authenticated);
+                credential
+            }
+            _ => return Err(Box::new(unauthorized())),
+        };
+        parts.extensions.insert(credential.clone());
+        Ok(credential)
+    }
+
+    /// A call of a tool the token's scopes do not cover: 403 naming the
+    /// scope it needs (R40).
+    fn check_scope(&self, parts: &http::request::Parts, tool: Option<&str>) -> Result<(), Refused> {
+        let (Some(auth), Some(tool)) = (&self.auth, tool) else {
+            return Ok(());
+        };
+        let Some(authenticated) = parts.extensions.get::<Authenticated>() else {
+            return Ok(());
+        };
+        let missing = auth.access().missing(&authenticated.scopes, tool);
+        if missing.is_empty() {
+            Ok(())
         } else {
-            Err(Box::new(unauthorized()))
+            Err(Box::new(auth.insufficient_scope(&missing)))
         }
     }
 
@@ -430,6 +490,8 @@ struct Peek {
     initialize: Option<String>,
     /// The per-request protocol version in `params._meta` (2026-07-28).
     version: Option<String>,
+    /// For a `tools/call`, the tool it calls.
+    tool: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -448,6 +510,8 @@ struct Params<'a> {
     meta: Option<Meta<'a>>,
     #[serde(rename = "protocolVersion", borrow, default)]
     protocol_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -489,14 +553,16 @@ impl Peek {
                 ),
             )));
         }
+        let calling = message.method.as_deref() == Some("tools/call");
         let params = serde_json::from_str::<Params>(params).ok();
-        let (asked, version) = match params {
-            Some(p) => (p.protocol_version, p.meta.and_then(|m| m.version)),
-            None => (None, None),
+        let (asked, version, name) = match params {
+            Some(p) => (p.protocol_version, p.meta.and_then(|m| m.version), p.name),
+            None => (None, None, None),
         };
         Ok(Peek {
             initialize: initializing.then(|| asked.map(Cow::into_owned).unwrap_or_default()),
             version: version.map(Cow::into_owned),
+            tool: name.filter(|_| calling).map(Cow::into_owned),
         })
     }
 

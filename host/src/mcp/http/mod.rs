@@ -6,6 +6,7 @@
 //! operator routes: `/healthz`, `/readyz` and `/metrics`.
 
 mod accept;
+pub(crate) mod auth;
 mod guard;
 mod ops;
 mod origin;
@@ -22,6 +23,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use accept::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
+pub use auth::{
+    AUTH_FETCH_TIMEOUT, AuthError, AuthOptions, KEY_REFRESH_WINDOW, MAX_AUTH_DOCUMENT_BYTES,
+    MAX_ISSUER_KEYS, MAX_KEY_REFRESHES, MAX_TOKEN_BYTES, TOKEN_LEEWAY, TOOLS_SCOPE,
+};
 pub use guard::{
     BODY_IDLE_TIMEOUT, BODY_READ_TIMEOUT, MAX_BUFFERED_REQUEST_BYTES, MAX_INITIALIZE_BYTES,
     MAX_REQUEST_BODY_BYTES,
@@ -31,6 +36,7 @@ pub use ops::{READY_CHECK_CACHE, READY_CHECK_TIMEOUT};
 use crate::mcp::bindings::{MAX_SESSIONS, SESSION_IDLE_EXPIRY};
 use crate::mcp::handler::Handler;
 use crate::mcp::http::accept::{ConnectionLimits, Stops};
+use crate::mcp::http::auth::Authenticator;
 use crate::mcp::http::guard::{Guard, Sdk};
 use crate::mcp::http::origin::Origins;
 use crate::mcp::server::{McpServer, ServeError};
@@ -51,6 +57,9 @@ pub struct HttpOptions {
     /// only with the same. Required when the address is not loopback; none
     /// may be empty. Default: none.
     pub tokens: Vec<String>,
+    /// OAuth 2.1 access tokens from trusted issuers (R40), besides the
+    /// static tokens. Default: none.
+    pub auth: Option<AuthOptions>,
     /// Host names accepted in the `Host` header besides the loopback names
     /// and the bound address. Default: none.
     pub hosts: Vec<String>,
@@ -90,6 +99,7 @@ impl Default for HttpOptions {
     fn default() -> HttpOptions {
         HttpOptions {
             tokens: Vec::new(),
+            auth: None,
             hosts: Vec::new(),
             origins: Vec::new(),
             grace: Duration::ZERO,
@@ -166,8 +176,16 @@ impl McpServer {
                 sessions: manager,
             }
         };
+        let auth = match &options.auth {
+            Some(auth) => Some(Arc::new(
+                Authenticator::new(auth, self.shared.location.loader.defaults.tls.clone())
+                    .map_err(ServeError::Config)?,
+            )),
+            None => None,
+        };
         let replies = TaskTracker::new();
         let guard = Arc::new(Guard {
+            auth: auth.clone(),
             tokens: options
                 .tokens
                 .iter()
@@ -186,6 +204,10 @@ impl McpServer {
         let router = axum::Router::new()
             .route("/mcp", axum::routing::any(guard::serve))
             .with_state(guard);
+        let router = match auth {
+            Some(auth) => router.merge(auth::metadata_routes(auth)),
+            None => router,
+        };
         let ops = ops::Ops::new(self);
         let draining = ops::draining(&ops, options.metrics);
         let router = ops::serving(router, &ops, options.metrics);
@@ -253,11 +275,11 @@ fn check_exposure(addr: SocketAddr, options: &HttpOptions) -> Result<(), ServeEr
             "the bearer token is empty: pass a non-empty --token (or TOOLHOST_TOKEN), or none on a loopback address".into(),
         ));
     }
-    if addr.ip().is_loopback() || !options.tokens.is_empty() {
+    if addr.ip().is_loopback() || !options.tokens.is_empty() || options.auth.is_some() {
         return Ok(());
     }
     Err(ServeError::Config(format!(
-        "refusing to serve on {addr} without a token: it is not a loopback address, so anyone who can reach it could run tools; pass --token (or set TOOLHOST_TOKEN), or bind 127.0.0.1"
+        "refusing to serve on {addr} without a token: it is not a loopback address, so anyone who can reach it could run tools; pass --auth-issuer and --resource (OAuth), or --token (or set TOOLHOST_TOKEN), or bind 127.0.0.1"
     )))
 }
 
