@@ -57,6 +57,7 @@ fn main() {
         "code-mode/build.rs",
         "code-mode/Cargo.toml",
         "code-mode/wit",
+        "std-tools",
         "guest-sdk/src",
         "guest-sdk/Cargo.toml",
         "guest-sdk/wit",
@@ -80,6 +81,7 @@ fn main() {
         &target,
         "the Code Mode interpreter",
     );
+    build(&root.join("std-tools"), &target, "the standard toolset");
     let out = target.join("wasm32-wasip2").join("release");
     let mut consts = String::new();
     writeln!(
@@ -88,6 +90,24 @@ fn main() {
         out.join("toolhost_interpreter.wasm").display().to_string()
     )
     .unwrap();
+    for (name, what) in [
+        (
+            "toolhost_std_read",
+            "The standard toolset's looking tools: read, glob, grep, list, webfetch.",
+        ),
+        (
+            "toolhost_std_edit",
+            "The standard toolset's editing tools: write, edit, apply_patch.",
+        ),
+    ] {
+        writeln!(
+            consts,
+            "        #[doc = {what:?}]\n        pub(crate) const {}: &str = {:?};",
+            name.trim_start_matches("toolhost_").to_uppercase(),
+            out.join(format!("{name}.wasm")).display().to_string()
+        )
+        .unwrap();
+    }
     for (name, what) in PLUGINS {
         let path = out.join(format!("{name}.wasm"));
         assert!(

@@ -28,6 +28,7 @@ mod properties;
 mod registry;
 mod sessions;
 mod settlement;
+mod std_tools;
 mod stdio;
 mod store;
 mod wit_versions;

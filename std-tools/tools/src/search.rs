@@ -353,10 +353,10 @@ impl Tool for Grep {
         let shown_lines = total.min(limit);
         let mut text = if shown_lines < total {
             format!(
-                "Found {} matching lines in {} files; showing the first {}. Narrow the pattern, path or include, or raise limit.\n",
+                "{} of {} matching lines shown (in {} files); narrow the pattern, path or include, or raise limit.\n",
+                count(shown_lines),
                 count(total),
-                count(files),
-                count(shown_lines)
+                count(files)
             )
         } else {
             format!(

@@ -75,9 +75,13 @@ impl Tool for WebFetch {
         let html = content_type.contains("html") || body.trim_start().starts_with('<');
         let text = match format {
             Format::Html => body,
-            Format::Markdown if html => htmd::convert(&body).map_err(|e| {
-                ToolError::new(format!("cannot convert {url}'s HTML to Markdown: {e}"))
-            })?,
+            Format::Markdown if html => htmd::HtmlToMarkdown::builder()
+                .skip_tags(vec!["head", "script", "style", "noscript", "template"])
+                .build()
+                .convert(&body)
+                .map_err(|e| {
+                    ToolError::new(format!("cannot convert {url}'s HTML to Markdown: {e}"))
+                })?,
             Format::Text if html => strip_tags(&body),
             _ => body,
         };
