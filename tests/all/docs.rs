@@ -138,6 +138,9 @@ fn limit_values() -> Vec<(&'static str, String)> {
         days: DEFAULT_RETENTION;
         count: MAX_TOOL_LABELS;
         secs: READY_CHECK_TIMEOUT, READY_CHECK_CACHE;
+        count: MAX_ISSUER_KEYS, MAX_KEY_REFRESHES;
+        bytes: MAX_TOKEN_BYTES, MAX_AUTH_DOCUMENT_BYTES;
+        secs: TOKEN_LEEWAY, AUTH_FETCH_TIMEOUT, KEY_REFRESH_WINDOW;
     ]
 }
 
