@@ -331,3 +331,16 @@ def test_r40_a_bridged_server_gets_its_own_credential_never_the_clients_token(d:
     calls = [o for o in d.inner.events.outcomes() if o.get("tool") == "echo"]
     assert calls, "the inner server recorded no call"
     assert all(o["context"]["caller"].startswith("token:") for o in calls), calls
+
+
+def test_r40_a_client_credentials_token_is_a_caller_named_by_its_client(d: Deployed) -> None:
+    client_id, secret = d.auth.register_client(scope=TOOLS)
+    token = d.auth.client_credentials_token(client_id, secret, TOOLS, d.resource)
+    tag = uuid.uuid4().hex
+    reply = raw(d, token, "tools/call", {"name": "echo", "arguments": {"message": tag}})
+    assert text_of(reply) == tag, reply.message()
+    # Issued for another resource, the same client's token is refused here.
+    elsewhere = d.auth.client_credentials_token(client_id, secret, TOOLS, None)
+    assert raw(d, elsewhere).status == 401
+    mine = d.events("--caller", f"{d.auth.issuer}#{client_id}", "--tool", "echo")
+    assert [o["context"]["caller"] for o in mine] == [f"{d.auth.issuer}#{client_id}"], mine
