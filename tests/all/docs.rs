@@ -611,7 +611,7 @@ fn contract_doc_names_each_rules_tests_with_true_counts() {
 // ---------------------------------------------------------------- README
 
 /// The longest README.md may be: a front page, the reference in docs/.
-const README_MAX_LINES: usize = 250;
+const README_MAX_LINES: usize = 260;
 
 /// GitHub's anchor for a heading: lower case, punctuation dropped but `-`
 /// and `_`, spaces as `-`.
