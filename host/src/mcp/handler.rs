@@ -17,6 +17,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 use crate::facade::location::Location;
 use crate::mcp::admission::Admitted;
@@ -394,6 +395,28 @@ impl Handler {
         }
         Ok(result.into())
     }
+
+    /// A `tools/call` in its request's scope.
+    async fn call_in_scope(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        scope: RequestScope,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == READ_OUTPUT {
+            let arguments = Value::Object(request.arguments.unwrap_or_default());
+            return output::read_output(&self.shared, &scope.outputs, &arguments)
+                .await
+                .map(Into::into);
+        }
+        if let Some(state) = request.request_state.take() {
+            return self.resume(request, &state, &scope, &context).await;
+        }
+        self.shared.loaded().await;
+        let location = self.location(&scope).await;
+        let started = self.start(request, &context, &scope, &location, Answers::default())?;
+        self.drive(started, &context).await
+    }
 }
 
 impl ServerHandler for Handler {
@@ -447,23 +470,19 @@ impl ServerHandler for Handler {
 
     async fn call_tool(
         &self,
-        mut request: CallToolRequestParams,
+        request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let scope = self.scope(&context);
-        if request.name == READ_OUTPUT {
-            let arguments = Value::Object(request.arguments.unwrap_or_default());
-            return output::read_output(&self.shared, &scope.outputs, &arguments)
-                .await
-                .map(Into::into);
-        }
-        if let Some(state) = request.request_state.take() {
-            return self.resume(request, &state, &scope, &context).await;
-        }
-        self.shared.loaded().await;
-        let location = self.location(&scope).await;
-        let started = self.start(request, &context, &scope, &location, Answers::default())?;
-        self.drive(started, &context).await
+        // What is logged during the call says whose it is (R40).
+        let span = tracing::debug_span!(
+            "call",
+            tool = %request.name,
+            caller = scope.who.as_ref().map_or("", |c| c.name()),
+        );
+        self.call_in_scope(request, context, scope)
+            .instrument(span)
+            .await
     }
 
     async fn list_resources(
