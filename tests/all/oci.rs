@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use toolhost_tests::exited;
-use toolhost_tests::registry::Registry;
+use toolhost_tests::registry::{Options, Registry};
 
 use crate::TEXT_TOOLS;
 
@@ -28,8 +28,12 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
+        Setup::with(Options::default())
+    }
+
+    fn with(options: Options) -> Setup {
         let setup = Setup {
-            registry: Registry::start(),
+            registry: Registry::start_with(options),
             dir: tempfile::tempdir().expect("a temporary directory"),
         };
         for name in ["trusted", "stranger"] {
@@ -57,6 +61,11 @@ impl Setup {
     /// Runs `toolhost` in the working directory with its own state and
     /// compile cache and no credentials from the environment.
     fn toolhost(&self, args: &[&str]) -> (i32, String, String) {
+        self.toolhost_env(args, &[])
+    }
+
+    /// [`Setup::toolhost`] with environment variables set.
+    fn toolhost_env(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
             .args(args)
             .arg("--state-dir")
@@ -67,6 +76,7 @@ impl Setup {
             .env_remove("DOCKER_CONFIG")
             .env_remove("TOOLHOST_REGISTRY_USERNAME")
             .env_remove("TOOLHOST_REGISTRY_PASSWORD")
+            .envs(env.iter().copied())
             .output()
             .expect("runs toolhost");
         exited(out)
@@ -428,4 +438,82 @@ fn r41_a_locked_pulled_digest_loads_with_the_registry_stopped() {
         stderr.contains(&format!("{reference}: the registry is unreachable")),
         "{stderr}"
     );
+}
+
+#[test]
+fn r41_pulls_over_tls_with_a_private_ca_and_basic_auth() {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, &ca_key);
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    let setup = Setup::with(Options {
+        tls: Some((leaf.pem(), leaf_key.serialize_pem())),
+        user: Some(("alice".into(), "s3cret".into())),
+    });
+    let ca_file = setup.path("ca.pem");
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    let ca = ca_file.to_str().unwrap();
+    let reference = setup.reference("1.0");
+    let key = setup.path("trusted.key");
+    let credentials = [
+        ("TOOLHOST_REGISTRY_USERNAME", "alice"),
+        ("TOOLHOST_REGISTRY_PASSWORD", "s3cret"),
+    ];
+
+    // Pushed over HTTPS with credentials from the environment.
+    let (code, stdout, stderr) = setup.toolhost_env(
+        &[
+            "push",
+            TEXT_TOOLS,
+            &reference,
+            "--sign",
+            key.to_str().unwrap(),
+            "--http-ca",
+            ca,
+        ],
+        &credentials,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.starts_with(&format!("pushed {reference}@sha256:")),
+        "{stdout}"
+    );
+
+    // Without credentials: refused by the registry.
+    let trust = setup.trusting();
+    let (code, _, stderr) = setup.echo(&reference, &["--http-ca", ca, "--trust-key", &trust]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("401"), "{stderr}");
+
+    // Without the CA: the certificate is not trusted, and that is what
+    // the error says (not that the registry is offline).
+    let (code, _, stderr) = setup.toolhost_env(
+        &["call", &reference, "echo", "--trust-key", &trust],
+        &credentials,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("certificate"), "{stderr}");
+    assert!(!stderr.contains("unreachable"), "{stderr}");
+    assert_eq!(setup.compiled(), 0);
+
+    // Credentials from Docker's config.json, the CA from --http-ca: pulled
+    // and called.
+    let docker = setup.path(".docker");
+    std::fs::create_dir(&docker).unwrap();
+    std::fs::write(
+        docker.join("config.json"),
+        format!(
+            r#"{{"auths": {{"{}": {{"auth": "YWxpY2U6czNjcmV0"}}}}}}"#,
+            setup.registry.address()
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = setup.echo(&reference, &["--http-ca", ca, "--trust-key", &trust]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
 }

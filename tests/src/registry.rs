@@ -2,7 +2,8 @@
 //! Debian (`docker-registry`, `/usr/bin/docker-registry`), one per
 //! [`Registry`], storing into a fresh directory under the workspace's
 //! `target/tmp/registry/`, listening on a free loopback port over plain
-//! HTTP, stopped (killed and reaped) and removed when dropped, even when
+//! HTTP, or HTTPS with a given certificate, optionally behind basic
+//! authentication ([`Options`]), stopped (killed and reaped) and removed when dropped, even when
 //! the test panics. No mocks of the registry.
 //!
 //! As root (CI) the server runs as `nobody` through util-linux's `setpriv`
@@ -27,6 +28,16 @@ const BINARY: &str = "/usr/bin/docker-registry";
 /// the one it found between finding and binding it.
 const PORT_TRIES: usize = 5;
 
+/// How a registry serves: TLS with a certificate and key (PEM), and basic
+/// authentication of one user (a bcrypt htpasswd entry is made of it).
+#[derive(Debug, Default)]
+pub struct Options {
+    /// The server certificate chain and its key, both PEM.
+    pub tls: Option<(String, String)>,
+    /// The one user and password it accepts.
+    pub user: Option<(String, String)>,
+}
+
 /// A private registry, running from [`Registry::start`] until
 /// [`Registry::stop`] or its drop.
 #[derive(Debug)]
@@ -37,6 +48,7 @@ pub struct Registry {
     user: Option<User>,
     port: u16,
     server: Mutex<Option<Child>>,
+    options: Options,
 }
 
 impl Registry {
@@ -45,6 +57,11 @@ impl Registry {
     /// what went wrong; when it is not installed, with the package to
     /// install.
     pub fn start() -> Registry {
+        Registry::start_with(Options::default())
+    }
+
+    /// [`Registry::start`], serving as `options` say.
+    pub fn start_with(options: Options) -> Registry {
         assert!(
             std::path::Path::new(BINARY).is_file(),
             "the OCI registry is not installed ({BINARY}): install the Debian package \
@@ -70,6 +87,7 @@ impl Registry {
             user,
             port: 0,
             server: Mutex::new(None),
+            options,
         };
         for tries in 1.. {
             registry.port = free_port();
@@ -120,15 +138,34 @@ impl Registry {
 
     fn launch(&self) -> Result<(), Launch> {
         let config = self.dir.path().join("config.yml");
-        fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{}\n",
-                self.dir.path().join("data").display(),
-                self.port
-            ),
-        )
-        .expect("writing the registry's configuration");
+        let mut yaml = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{}\n",
+            self.dir.path().join("data").display(),
+            self.port
+        );
+        if let Some((certificate, key)) = &self.options.tls {
+            let (cert_file, key_file) = (
+                self.dir.path().join("tls.crt"),
+                self.dir.path().join("tls.key"),
+            );
+            fs::write(&cert_file, certificate).expect("writing the certificate");
+            fs::write(&key_file, key).expect("writing the key");
+            yaml += &format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                cert_file.display(),
+                key_file.display()
+            );
+        }
+        if let Some((user, password)) = &self.options.user {
+            let file = self.dir.path().join("htpasswd");
+            let hash = bcrypt::hash(password, 4).expect("a bcrypt hash");
+            fs::write(&file, format!("{user}:{hash}\n")).expect("writing htpasswd");
+            yaml += &format!(
+                "auth:\n  htpasswd:\n    realm: toolhost-tests\n    path: {}\n",
+                file.display()
+            );
+        }
+        fs::write(&config, yaml).expect("writing the registry's configuration");
         let log = fs::File::create(self.dir.path().join("registry.log"))
             .expect("creating the registry's log");
         let err = log.try_clone().expect("duplicating the log's handle");
@@ -183,7 +220,8 @@ impl Registry {
         Ok(())
     }
 
-    /// Whether `GET /v2/` answers 200 (the distribution API's base check).
+    /// Whether it answers HTTP at all: `GET /v2/` in plain HTTP gets an
+    /// HTTP response (200; 401 behind authentication; 400 from a TLS port).
     fn answering(&self) -> bool {
         let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)) else {
             return false;
@@ -196,8 +234,8 @@ impl Registry {
         if stream.write_all(request.as_bytes()).is_err() {
             return false;
         }
-        let mut head = [0u8; 12];
-        stream.read_exact(&mut head).is_ok() && head.ends_with(b" 200")
+        let mut head = [0u8; 7];
+        stream.read_exact(&mut head).is_ok() && &head == b"HTTP/1."
     }
 }
 

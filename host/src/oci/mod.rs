@@ -318,7 +318,13 @@ impl Descriptor {
 struct Session<'a> {
     reference: &'a OciReference,
     client: Client,
+    /// Manifests are read with our own client, so their size is bounded
+    /// while they arrive (oci-client reads a whole body first).
+    http: reqwest::Client,
+    scheme: &'static str,
     auth: RegistryAuth,
+    /// The pull token from the registry's challenge, once asked for.
+    token: Option<Option<String>>,
     offline: Option<String>,
 }
 
@@ -394,13 +400,13 @@ impl Distribution {
         reference: &OciReference,
         max_layer: u64,
     ) -> Result<Fetched, OciError> {
-        let mut session = self.session(reference);
+        let mut session = self.session(reference).await?;
         let locked = self.locked_entry(text, reference)?;
         let digest = match (reference.digest(), locked) {
             (Some(digest), _) => digest.to_owned(),
             (None, Some(locked)) => match session.resolve().await {
-                Ok(now) if now == locked.digest => now,
-                Ok(now) => {
+                Ok((now, bytes)) if now == locked.digest => self.keep(now, &bytes)?,
+                Ok((now, _)) => {
                     return Err(OciError::Moved {
                         reference: reference.to_string(),
                         locked: locked.digest.clone(),
@@ -411,12 +417,15 @@ impl Distribution {
                     session.offline = Some(why);
                     locked.digest.clone()
                 }
-                Err(Failure::Refused(e)) => return Err(e),
+                Err(failure) => return Err(failure.into_error(reference)),
             },
-            (None, None) => session
-                .resolve()
-                .await
-                .map_err(|f| f.into_error(reference))?,
+            (None, None) => {
+                let (digest, bytes) = session
+                    .resolve()
+                    .await
+                    .map_err(|f| f.into_error(reference))?;
+                self.keep(digest, &bytes)?
+            }
         };
         let manifest = self.manifest(&mut session, &digest).await?;
         let layer = wasm_layer(reference, &digest, &manifest, max_layer)?;
@@ -463,10 +472,14 @@ impl Distribution {
     pub async fn inspect(&self, reference: &str) -> Result<Inspection, OciError> {
         let parsed = OciReference::parse(reference)?;
         bounded(&parsed, async {
-            let mut session = self.session(&parsed);
+            let mut session = self.session(&parsed).await?;
             let digest = match parsed.digest() {
                 Some(digest) => digest.to_owned(),
-                None => session.resolve().await.map_err(|f| f.into_error(&parsed))?,
+                None => {
+                    let (digest, bytes) =
+                        session.resolve().await.map_err(|f| f.into_error(&parsed))?;
+                    self.keep(digest, &bytes)?
+                }
             };
             let manifest = self.manifest(&mut session, &digest).await?;
             let layer = wasm_layer(&parsed, &digest, &manifest, u64::MAX)?;
@@ -514,7 +527,7 @@ impl Distribution {
             });
         }
         bounded(&parsed, async {
-            let session = self.session(&parsed);
+            let mut session = self.session(&parsed).await?;
             session.authenticate(RegistryOperation::Push).await?;
             let layer = Descriptor::of(WASM_LAYER_MEDIA_TYPE, wasm);
             let config = serde_json::to_vec(&serde_json::json!({
@@ -535,7 +548,7 @@ impl Distribution {
             };
             let digest = session.push_manifest(&parsed, &manifest).await?;
             let signer = match key {
-                Some(key) => Some(self.sign(&session, &digest, key).await?),
+                Some(key) => Some(self.sign(&mut session, &digest, key).await?),
                 None => None,
             };
             Ok(Pushed {
@@ -551,7 +564,7 @@ impl Distribution {
     /// manifest (`sha256-HEX.sig`), keeping the signatures already there.
     async fn sign(
         &self,
-        session: &Session<'_>,
+        session: &mut Session<'_>,
         digest: &str,
         key: &SigningKey,
     ) -> Result<String, OciError> {
@@ -563,11 +576,11 @@ impl Distribution {
             .annotations
             .insert(sign::SIGNATURE_ANNOTATION.into(), sign::encode(&signature));
         let tag = reference.at_tag(&sign::signature_tag(digest));
-        let mut layers = match session.manifest_raw(&tag).await {
-            Ok((bytes, _)) => serde_json::from_slice::<Manifest>(&bytes)
+        let mut layers = match session.manifest_bytes(&tag, "signature manifest").await {
+            Ok(bytes) => serde_json::from_slice::<Manifest>(&bytes)
                 .map(|m| m.layers)
                 .unwrap_or_default(),
-            Err(Failure::Refused(_)) => Vec::new(),
+            Err(Failure::NotFound) => Vec::new(),
             Err(failure) => return Err(failure.into_error(reference)),
         };
         layers.retain(|l| l.digest != layer.digest);
@@ -596,11 +609,15 @@ impl Distribution {
         Ok(key.public_key().fingerprint().to_owned())
     }
 
-    fn session<'a>(&self, reference: &'a OciReference) -> Session<'a> {
+    /// A session for `reference`'s registry: HTTPS, or plain HTTP when the
+    /// registry is named by `plain_http`, or is on loopback and does not
+    /// speak HTTPS (as Docker treats 127.0.0.0/8: HTTPS tried first).
+    async fn session<'a>(&self, reference: &'a OciReference) -> Result<Session<'a>, OciError> {
         // reqwest is built with rustls but no provider of its own.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let plain =
-            reference.on_loopback() || self.plain_http.iter().any(|r| r == reference.registry());
+        let http = self.http_client(reference)?;
+        let plain = self.plain_http.iter().any(|r| r == reference.registry())
+            || (reference.on_loopback() && !speaks_https(&http, reference).await);
         let config = ClientConfig {
             protocol: if plain {
                 ClientProtocol::Http
@@ -620,12 +637,36 @@ impl Distribution {
             read_timeout: Some(OCI_READ_TIMEOUT),
             ..ClientConfig::default()
         };
-        Session {
+        Ok(Session {
             reference,
             client: Client::new(config),
+            http,
+            scheme: if plain { "http" } else { "https" },
             auth: self.credentials.auth(reference.registry()),
+            token: None,
             offline: None,
+        })
+    }
+
+    /// The client manifests are read with: the registry CAs trusted, no
+    /// redirects followed.
+    fn http_client(&self, reference: &OciReference) -> Result<reqwest::Client, OciError> {
+        let mut http = reqwest::Client::builder()
+            .connect_timeout(OCI_CONNECT_TIMEOUT)
+            .read_timeout(OCI_READ_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none());
+        for pem in &self.roots {
+            let certificate =
+                reqwest::Certificate::from_pem(pem).map_err(|e| OciError::Registry {
+                    reference: reference.to_string(),
+                    reason: format!("a --http-ca certificate is not PEM: {e}"),
+                })?;
+            http = http.add_root_certificate(certificate);
         }
+        http.build().map_err(|e| OciError::Registry {
+            reference: reference.to_string(),
+            reason: error_chain(&e),
+        })
     }
 
     /// The lock file's pin of `text`, in locked mode (where a tag without
@@ -648,6 +689,13 @@ impl Distribution {
         }
     }
 
+    /// Stores the manifest `bytes` a tag resolved to (`digest` is their
+    /// SHA-256); the digest.
+    fn keep(&self, digest: String, bytes: &[u8]) -> Result<String, OciError> {
+        self.blobs.write(&digest, bytes)?;
+        Ok(digest)
+    }
+
     /// The manifest `digest`: from the store, else pulled, bounded and
     /// checked against the digest, then stored.
     async fn manifest(
@@ -664,20 +712,13 @@ impl Distribution {
                     reference.registry(),
                     reference.repository()
                 ))?;
-                let (bytes, _) = session
-                    .manifest_raw(&by_digest)
+                let bytes = session
+                    .manifest_bytes(&by_digest, "manifest")
                     .await
                     .map_err(|f| f.into_error(reference))?;
-                check_size(
-                    reference,
-                    digest,
-                    "manifest",
-                    bytes.len() as u64,
-                    MAX_OCI_MANIFEST_BYTES,
-                )?;
                 check_digest(reference, "manifest", digest, &bytes)?;
                 self.blobs.write(digest, &bytes)?;
-                bytes.to_vec()
+                bytes
             }
         };
         serde_json::from_slice(&bytes).map_err(|e| {
@@ -758,23 +799,14 @@ impl Distribution {
         let tag = reference.at_tag(&sign::signature_tag(digest));
         let bytes = match session.offline {
             Some(_) => None,
-            None => match session.manifest_raw(&tag).await {
-                Ok((bytes, _)) => {
-                    check_size(
-                        reference,
-                        digest,
-                        "signature manifest",
-                        bytes.len() as u64,
-                        MAX_OCI_MANIFEST_BYTES,
-                    )?;
+            None => match session.manifest_bytes(&tag, "signature manifest").await {
+                Ok(bytes) => {
                     let found = sha256_digest(&bytes);
                     self.blobs.write(&found, &bytes)?;
                     self.blobs.set_signatures(digest, &found)?;
-                    Some(bytes.to_vec())
+                    Some(bytes)
                 }
-                Err(Failure::Refused(OciError::Registry { reason, .. })) if reason == NOT_FOUND => {
-                    return Ok(Vec::new());
-                }
+                Err(Failure::NotFound) => return Ok(Vec::new()),
                 Err(Failure::Unreachable(why)) => {
                     session.offline = Some(why);
                     None
@@ -865,13 +897,12 @@ impl Distribution {
     }
 }
 
-/// What a registry reported that is not a pull of a missing tag.
-const NOT_FOUND: &str = "not found";
-
 /// How a registry request failed: unreachable (where a locked or pinned
-/// digest may load from the store), or refused with an error.
+/// digest may load from the store), not found (a missing signature tag is
+/// no signature), or refused with an error.
 enum Failure {
     Unreachable(String),
+    NotFound,
     Refused(OciError),
 }
 
@@ -881,6 +912,10 @@ impl Failure {
             Failure::Unreachable(reason) => OciError::Offline {
                 reference: reference.to_string(),
                 reason,
+            },
+            Failure::NotFound => OciError::Registry {
+                reference: reference.to_string(),
+                reason: "the registry has no such manifest or repository".into(),
             },
             Failure::Refused(e) => e,
         }
@@ -903,17 +938,15 @@ impl Session<'_> {
             )
         };
         match e {
-            OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
+            OciDistributionError::RequestError(e) if unreachable(&e) => {
                 Failure::Unreachable(error_chain(&e))
             }
             OciDistributionError::RegistryError { envelope, .. }
                 if envelope.errors.iter().any(|e| missing(&e.code)) =>
             {
-                Failure::Refused(self.refused(NOT_FOUND.into()))
+                Failure::NotFound
             }
-            OciDistributionError::ServerError { code: 404, .. } => {
-                Failure::Refused(self.refused(NOT_FOUND.into()))
-            }
+            OciDistributionError::ServerError { code: 404, .. } => Failure::NotFound,
             OciDistributionError::DigestError(
                 oci_client::errors::DigestError::VerificationError { expected, actual },
             ) => Failure::Refused(OciError::DigestMismatch {
@@ -934,30 +967,97 @@ impl Session<'_> {
             .map_err(|e| self.failure(e).into_error(self.reference))
     }
 
-    /// The digest the reference's tag names now.
-    async fn resolve(&self) -> Result<String, Failure> {
-        let digest = self
-            .client
-            .fetch_manifest_digest(&self.reference.client(None), &self.auth)
-            .await
-            .map_err(|e| self.failure(e))?;
-        if !is_digest(&digest) {
-            return Err(Failure::Refused(self.refused(format!(
-                "it named the manifest by `{}`, not a sha256 digest",
-                digest.chars().take(80).collect::<String>()
-            ))));
-        }
-        Ok(digest)
+    /// The digest the reference's tag names now, and the manifest's
+    /// bytes (whose SHA-256 it is: a registry's digest header is not
+    /// trusted).
+    async fn resolve(&mut self) -> Result<(String, Vec<u8>), Failure> {
+        let bytes = self.manifest_bytes(self.reference, "manifest").await?;
+        Ok((sha256_digest(&bytes), bytes))
     }
 
-    async fn manifest_raw(
-        &self,
-        reference: &OciReference,
-    ) -> Result<(bytes::Bytes, String), Failure> {
-        self.client
-            .pull_manifest_raw(&reference.client(None), &self.auth, &[OCI_MANIFEST])
+    /// The pull token, asked for once (oci-client answers the registry's
+    /// challenge and keeps it for blob pulls too).
+    async fn token(&mut self) -> Result<Option<String>, Failure> {
+        if let Some(token) = &self.token {
+            return Ok(token.clone());
+        }
+        let token = self
+            .client
+            .auth(
+                &self.reference.client(None),
+                &self.auth,
+                RegistryOperation::Pull,
+            )
             .await
-            .map_err(|e| self.failure(e))
+            .map_err(|e| self.failure(e))?;
+        self.token = Some(token.clone());
+        Ok(token)
+    }
+
+    /// The manifest `reference` names, read with a bound: refused as soon
+    /// as it passes [`MAX_OCI_MANIFEST_BYTES`].
+    async fn manifest_bytes(
+        &mut self,
+        reference: &OciReference,
+        what: &'static str,
+    ) -> Result<Vec<u8>, Failure> {
+        let token = self.token().await?;
+        let url = format!(
+            "{}://{}/v2/{}/manifests/{}",
+            self.scheme,
+            reference.registry(),
+            reference.repository(),
+            reference.digest().or(reference.tag()).unwrap_or_default()
+        );
+        let mut request = self
+            .http
+            .get(url)
+            .header(http::header::ACCEPT, OCI_MANIFEST);
+        request = match (token, &self.auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, _) => request,
+        };
+        let unreachable = |e: reqwest::Error| {
+            if unreachable(&e) {
+                Failure::Unreachable(error_chain(&e))
+            } else {
+                Failure::Refused(self.refused(error_chain(&e)))
+            }
+        };
+        let mut response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Err(Failure::NotFound);
+        }
+        if !status.is_success() {
+            return Err(Failure::Refused(
+                self.refused(format!("GET of the {what} answered {status}")),
+            ));
+        }
+        let digest = reference.digest().unwrap_or("(by tag)");
+        let too_large = || {
+            Failure::Refused(too_large(
+                self.reference,
+                digest,
+                what,
+                MAX_OCI_MANIFEST_BYTES,
+            ))
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_OCI_MANIFEST_BYTES)
+        {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
+            if (bytes.len() + chunk.len()) as u64 > MAX_OCI_MANIFEST_BYTES {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
     /// Streams the blob `descriptor` into `out`, refusing it as soon as it
@@ -1062,6 +1162,21 @@ impl Session<'_> {
             .map_err(|e| self.failure(e).into_error(self.reference))?;
         Ok(digest)
     }
+}
+
+/// Whether a loopback registry answers the distribution API's base check
+/// (`GET /v2/`) over HTTPS, or does not answer it over plain HTTP either
+/// (then HTTPS, whose error says more, and an unreachable registry stays
+/// unreachable).
+async fn speaks_https(http: &reqwest::Client, reference: &OciReference) -> bool {
+    let base = |scheme: &str| format!("{scheme}://{}/v2/", reference.registry());
+    if http.get(base("https")).send().await.is_ok() {
+        return true;
+    }
+    let answered = |status: reqwest::StatusCode| {
+        status.is_success() || status == reqwest::StatusCode::UNAUTHORIZED
+    };
+    !matches!(http.get(base("http")).send().await, Ok(r) if answered(r.status()))
 }
 
 /// Runs a pull or push within [`OCI_PULL_TIMEOUT`].
@@ -1188,6 +1303,33 @@ fn not_a_plugin(reference: &OciReference, digest: &str, reason: &str) -> OciErro
     }
 }
 
+/// Whether a request failed for want of a registry (no connection, no
+/// answer in time), not for a TLS failure (an untrusted certificate is the
+/// registry refused, not offline).
+fn unreachable(e: &reqwest::Error) -> bool {
+    if !(e.is_connect() || e.is_timeout()) {
+        return false;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(cause) = source {
+        if tls_failure(cause) {
+            return false;
+        }
+        source = cause.source();
+    }
+    true
+}
+
+/// Whether `e` is a TLS error, itself or inside (nested) I/O errors.
+fn tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
+    if e.is::<rustls::Error>() {
+        return true;
+    }
+    e.downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+        .is_some_and(|inner| tls_failure(inner))
+}
+
 /// An error and its sources on one line.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
@@ -1198,4 +1340,39 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn r41_an_untrusted_certificate_is_a_refusal_not_an_offline_registry() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // Not TLS: the handshake fails, as with an untrusted certificate.
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let _ = std::io::Write::write_all(&mut stream, b"HTTP/1.1 400 no\r\n\r\n");
+            }
+        });
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::new();
+        let e = client
+            .get(format!("https://127.0.0.1:{port}/v2/"))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(!unreachable(&e), "{}", error_chain(&e));
+        // A closed port is unreachable.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let e = client
+            .get(format!("https://127.0.0.1:{port}/v2/"))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(unreachable(&e), "{}", error_chain(&e));
+    }
 }
