@@ -313,20 +313,30 @@ mod tests {
             claims.insert("groups".into(), groups);
             claims
         };
-        let admin = Caller::oauth("https://idp.example", "erin", claims(json!(["staff", "admins"])));
+        let admin = Caller::oauth(
+            "https://idp.example",
+            "erin",
+            claims(json!(["staff", "admins"])),
+        );
         let staff = Caller::oauth("https://idp.example", "frank", claims(json!("staff")));
         let by_claim = Rules(vec![Rule {
             claim: Some("groups=admin*".into()),
             ..Rule::new("net", "*", Effect::Allow)
         }]);
-        assert_eq!(by_claim.matching_for("net", "x", Some(&admin)), Some(Effect::Allow));
+        assert_eq!(
+            by_claim.matching_for("net", "x", Some(&admin)),
+            Some(Effect::Allow)
+        );
         assert_eq!(by_claim.matching_for("net", "x", Some(&staff)), None);
         assert_eq!(by_claim.matching_for("net", "x", None), None);
         let by_name = Rules(vec![Rule {
             caller: Some("https://idp.example#f*".into()),
             ..Rule::new("net", "*", Effect::Deny)
         }]);
-        assert_eq!(by_name.matching_for("net", "x", Some(&staff)), Some(Effect::Deny));
+        assert_eq!(
+            by_name.matching_for("net", "x", Some(&staff)),
+            Some(Effect::Deny)
+        );
         assert_eq!(by_name.matching_for("net", "x", Some(&admin)), None);
         // A rule for some callers never hides a tool from everyone.
         let hide = Rules(vec![Rule {
