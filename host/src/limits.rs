@@ -46,6 +46,13 @@ pub use crate::wasm::cache::DEFAULT_CACHE_LIMIT;
 pub use crate::wasm::engine::DEFAULT_MAX_INSTANCES;
 pub use crate::wasm::load::MAX_PLUGIN_BYTES;
 
+// Plugins from OCI registries (R41); a layer is bounded by `MAX_PLUGIN_BYTES`.
+#[cfg(feature = "oci")]
+pub use crate::oci::{
+    MAX_OCI_CONFIG_BYTES, MAX_OCI_MANIFEST_BYTES, MAX_SIGNATURE_PAYLOAD_BYTES, MAX_SIGNATURES,
+    OCI_CONNECT_TIMEOUT, OCI_PULL_TIMEOUT, OCI_READ_TIMEOUT,
+};
+
 // MCP servers bridged in.
 #[cfg(feature = "mcp")]
 pub use crate::bridge::{MCP_CONNECT_TIMEOUT, MCP_RECONNECT_MAX, MCP_RECONNECT_MIN};
