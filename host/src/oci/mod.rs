@@ -1344,7 +1344,116 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
     use super::*;
+
+    /// A hostile registry on loopback: answers `GET /v2/` with 200 and
+    /// every other request with `answer(path)` (a whole HTTP response),
+    /// recording each request's path.
+    async fn hostile(
+        answer: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static,
+    ) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let paths = Arc::new(Mutex::new(Vec::new()));
+        let (seen, answer) = (paths.clone(), Arc::new(answer));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (seen, answer) = (seen.clone(), answer.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        // A TLS hello (the HTTPS probe): a plain server hangs up.
+                        if head.is_empty() && byte[0] == 0x16 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+                    seen.lock().unwrap().push(path.clone());
+                    let response = if path == "/v2/" {
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+                            .to_vec()
+                    } else {
+                        answer(&path)
+                    };
+                    let _ = stream.write_all(&response).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        (address, paths)
+    }
+
+    #[tokio::test]
+    async fn r41_a_manifest_past_its_bound_is_refused_while_it_arrives() {
+        // No Content-Length: the body runs until the connection closes.
+        let (address, _) = hostile(|_| {
+            let mut response = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_vec();
+            response.resize(response.len() + (MAX_OCI_MANIFEST_BYTES as usize) * 2, b' ');
+            response
+        })
+        .await;
+        let store = tempfile::tempdir().unwrap();
+        let distribution = Distribution::new(store.path())
+            .credentials(Credentials::none())
+            .trust(TrustPolicy::new().allow_unsigned("*"));
+        let reference = format!("oci://{address}/big/manifest:1");
+        let err = distribution.fetch(&reference, 1 << 20).await.unwrap_err();
+        assert!(
+            matches!(&err, OciError::TooLarge { what: "manifest", limit, .. } if *limit == MAX_OCI_MANIFEST_BYTES),
+            "{err}"
+        );
+        assert!(err.to_string().starts_with(&reference), "{err}");
+        let kept = std::fs::read_dir(store.path().join("blobs/sha256"))
+            .map(|entries| entries.count())
+            .unwrap_or(0);
+        assert_eq!(kept, 0, "nothing of it is kept");
+    }
+
+    #[tokio::test]
+    async fn r41_a_layer_declared_past_the_plugin_bound_is_refused_before_it_is_pulled() {
+        let config = b"{}";
+        let manifest = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": WASM_CONFIG_MEDIA_TYPE, "digest": sha256_digest(config), "size": 2},
+            "layers": [{"mediaType": WASM_LAYER_MEDIA_TYPE, "digest": sha256_digest(b"x"), "size": 300u64 << 20}],
+        }))
+        .unwrap();
+        let (address, paths) = hostile(move |_| {
+            let mut response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: {OCI_MANIFEST}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                manifest.len()
+            )
+            .into_bytes();
+            response.extend_from_slice(&manifest);
+            response
+        })
+        .await;
+        let store = tempfile::tempdir().unwrap();
+        let distribution = Distribution::new(store.path())
+            .credentials(Credentials::none())
+            .trust(TrustPolicy::new().allow_unsigned("*"));
+        let err = distribution
+            .fetch(&format!("oci://{address}/big/layer:1"), 256 << 20)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, OciError::TooLarge { what: "layer", limit, .. } if *limit == 256 << 20),
+            "{err}"
+        );
+        let paths = paths.lock().unwrap();
+        assert!(paths.iter().all(|p| !p.contains("/blobs/")), "{paths:?}");
+    }
 
     #[tokio::test]
     async fn r41_an_untrusted_certificate_is_a_refusal_not_an_offline_registry() {
