@@ -517,3 +517,60 @@ fn r41_pulls_over_tls_with_a_private_ca_and_basic_auth() {
     let (code, stdout, stderr) = setup.echo(&reference, &["--http-ca", ca, "--trust-key", &trust]);
     assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
 }
+
+/// Runs `script` with the `python3` on `PATH` (the venv's, under `cargo
+/// xtask test`), in `dir`; its stdout.
+fn python(script: &str, dir: &Path) -> String {
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .current_dir(dir)
+        .output()
+        .expect("runs python3");
+    let (code, stdout, stderr) = exited(out);
+    assert_eq!(code, 0, "python failed:\n{stderr}");
+    stdout
+}
+
+#[test]
+#[ignore = "needs the oras Python SDK: `cargo xtask test` runs it with target/venv on PATH"]
+fn r41_artifacts_interoperate_with_the_oras_python_sdk() {
+    let setup = Setup::new();
+    let registry = setup.registry.address();
+    let wasm = std::fs::read(TEXT_TOOLS).unwrap();
+    std::fs::write(setup.path("plugin.wasm"), &wasm).unwrap();
+    std::fs::write(
+        setup.path("config.json"),
+        r#"{"architecture": "wasm", "os": "wasip2"}"#,
+    )
+    .unwrap();
+
+    // Pushed by oras in the wasm layout: Toolhost loads it.
+    python(
+        &format!(
+            "import oras.client\n\
+             c = oras.client.OrasClient(insecure=True)\n\
+             c.push(target='{registry}/{REPOSITORY}:oras', files=['plugin.wasm:application/wasm'], \
+             manifest_config='config.json:application/vnd.wasm.config.v0+json', quiet=True)\n"
+        ),
+        setup.dir.path(),
+    );
+    let (code, stdout, stderr) = setup.echo(
+        &setup.reference("oras"),
+        &["--allow-unsigned", &setup.repository()],
+    );
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+
+    // Pushed (and signed) by Toolhost: oras pulls the same component.
+    setup.push(TEXT_TOOLS, "1.0", Some("trusted"));
+    let pulled = python(
+        &format!(
+            "import oras.client\n\
+             c = oras.client.OrasClient(insecure=True)\n\
+             print('\\n'.join(c.pull(target='{registry}/{REPOSITORY}:1.0', outdir='pulled')))\n"
+        ),
+        setup.dir.path(),
+    );
+    let files: Vec<&str> = pulled.lines().collect();
+    assert_eq!(files.len(), 1, "{pulled}");
+    assert_eq!(std::fs::read(setup.path(files[0])).unwrap(), wasm);
+}

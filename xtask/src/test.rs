@@ -54,7 +54,7 @@ const STEPS: &[Step] = &[
         run_step(cargo().args(["test", "--workspace"]).current_dir(&env.root))
     }),
     (
-        "polyglot tests (Python, JavaScript and C plugins)",
+        "polyglot tests (Python, JavaScript and C plugins) and OCI interop (oras)",
         polyglot,
     ),
     (
@@ -305,8 +305,9 @@ const AUTHOR_TOOLS: &[(&str, &str, &str, &str)] = &[
     ("wasm-tools", "1.263.0", "wasm-tools", "component"),
 ];
 
-/// The ignored polyglot tests (`tests/all/polyglot.rs`), with the venv's
-/// `bin` (componentize-py, ziglang) and `target/tools/bin` (wit-bindgen,
+/// The ignored polyglot tests (`tests/all/polyglot.rs`) and OCI interop
+/// test (`tests/all/oci.rs`), with the venv's `bin` (componentize-py,
+/// ziglang, the oras SDK's python) and `target/tools/bin` (wit-bindgen,
 /// wasm-tools) first on `PATH`; the JavaScript build runs `npm ci` itself.
 fn polyglot(env: &Env) -> Result<()> {
     check_node(MIN_NODE, "the JavaScript plugin (example-plugins/js-echo)")?;
@@ -316,8 +317,8 @@ fn polyglot(env: &Env) -> Result<()> {
         .context("cannot put target/tools/bin on PATH")?;
     run_step(
         cargo()
-            .args(["test", "-p", "toolhost-cli", "--test", "all", "polyglot"])
-            .args(["--", "--ignored"])
+            .args(["test", "-p", "toolhost-cli", "--test", "all"])
+            .args(["--", "--ignored", "polyglot", "oci::"])
             .env("PATH", path)
             .env("VIRTUAL_ENV", &env.venv.dir)
             .current_dir(&env.root),
