@@ -38,7 +38,6 @@ fn context() -> CallContext {
         agent: "bench".into(),
         message_id: "bench".into(),
         call_id: "bench".into(),
-        caller: None,
     }
 }
 
