@@ -100,7 +100,9 @@ impl Common {
         may_prompt: bool,
     ) -> Result<Host, Failure> {
         let store = self.store.given().await?;
-        self.host_with(sink, may_prompt, store)
+        // A command that makes its calls and exits would only waste the
+        // work of instances made ahead.
+        self.host_with(sink, may_prompt, store, false)
     }
 
     /// The host of `serve`: its store (the embedded one too) opened now and
@@ -113,7 +115,7 @@ impl Common {
     ) -> Result<Host, Failure> {
         let store = self.store.open().await?;
         let store: Arc<dyn Store> = Arc::new(MeteredStore::new(store, metrics.clone()));
-        self.host_with(sink, false, Some(store))
+        self.host_with(sink, false, Some(store), true)
     }
 
     fn host_with(
@@ -121,12 +123,16 @@ impl Common {
         sink: Option<Arc<dyn EventSink>>,
         may_prompt: bool,
         store: Option<Arc<dyn Store>>,
+        warm: bool,
     ) -> Result<Host, Failure> {
         // The host's budget is `execute`'s (and native tools'); plugins take
         // the same overrides through their options.
         let mut builder = Host::builder()
             .rules(Rules(self.allow.clone()))
             .budget(Budget::default().with(&self.overrides()));
+        if !warm {
+            builder = builder.warm_instances(0, toolhost::limits::WARM_IDLE);
+        }
         if self.code_mode {
             builder = builder.code_mode(interpreter()?);
         }

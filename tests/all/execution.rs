@@ -12,7 +12,7 @@ use toolhost::{
     Budget, BudgetOverrides, Call, CancellationToken, Interruption, Limit, Outcome, Settlement,
     Snapshot,
 };
-use toolhost_tests::{Recorder, builder, context, host, load, settle, within};
+use toolhost_tests::{Recorder, builder, context, eventually, host, load, settle, within};
 
 async fn chaos_snapshot(
     host: &toolhost::Host,
@@ -165,6 +165,55 @@ async fn r21_every_call_runs_in_a_fresh_instance() {
     assert_eq!(s.outcome.status(), "defect");
     let s = settle(&snapshot, "counter", json!({})).await;
     assert_eq!(s.outcome.status(), "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r21_instances_made_ahead_serve_one_call_each_and_go_when_idle() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let host = builder(&state)
+        .warm_instances(2, Duration::from_millis(300))
+        .build()
+        .expect("host builds");
+    let location = host.location("/warm");
+    let chaos = load(&location, CHAOS).await;
+    let plugin = chaos.plugin().clone();
+    assert_eq!(plugin.warm_instances(), 0, "an uncalled plugin holds none");
+    let snapshot = location.snapshot();
+    // The first call instantiates its own; then two are made ahead, and each
+    // later call takes one that has never run a tool.
+    for n in 0..6 {
+        let s = settle(&snapshot, "counter", json!({})).await;
+        match &s.outcome {
+            Outcome::Completed(c) => assert_eq!(c.output, Some(json!({"count": 1})), "call {n}"),
+            other => panic!("call {n}: {other:?}"),
+        }
+        eventually("two instances made ahead", || plugin.warm_instances() == 2).await;
+    }
+    // A call under another memory limit cannot use them: it makes its own.
+    let small = BudgetOverrides {
+        memory: Some(32 << 20),
+        ..BudgetOverrides::default()
+    };
+    let s = snapshot
+        .settle(Call::new("counter", "{}", context("counter")).with_overrides(small))
+        .await;
+    assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+    // Idle: every instance made ahead is dropped.
+    eventually("an idle plugin to hold none", || {
+        plugin.warm_instances() == 0
+    })
+    .await;
+    // Off: none is ever made.
+    let state = tempfile::tempdir().expect("temp dir");
+    let cold = builder(&state)
+        .warm_instances(0, Duration::from_millis(300))
+        .build()
+        .expect("host builds");
+    let location = cold.location("/cold");
+    let chaos = load(&location, CHAOS).await;
+    let s = settle(&location.snapshot(), "counter", json!({})).await;
+    assert_eq!(s.outcome.status(), "completed");
+    assert_eq!(chaos.plugin().warm_instances(), 0);
 }
 
 #[tokio::test]

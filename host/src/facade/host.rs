@@ -25,6 +25,7 @@ use crate::store::{Store, StoreError, StoreSlot, default_state_dir};
 use crate::wasm::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};
 use crate::wasm::engine::{DEFAULT_MAX_INSTANCES, Runtime};
 use crate::wasm::load::{Loader, Plugin, PluginDefaults};
+use crate::wasm::warm::WarmSettings;
 
 /// Builds a [`Host`]. Every setting has a documented default; every
 /// capability starts denied.
@@ -32,6 +33,7 @@ use crate::wasm::load::{Loader, Plugin, PluginDefaults};
 pub struct HostBuilder {
     budget: Budget,
     concurrency: usize,
+    warm: WarmSettings,
     max_instances: u32,
     bounds: OutputBounds,
     state_dir: Option<PathBuf>,
@@ -73,6 +75,7 @@ impl Default for HostBuilder {
         HostBuilder {
             budget: Budget::default(),
             concurrency: DEFAULT_CONCURRENCY,
+            warm: WarmSettings::default(),
             max_instances: DEFAULT_MAX_INSTANCES,
             bounds: OutputBounds::default(),
             state_dir: None,
@@ -107,6 +110,21 @@ impl HostBuilder {
     /// wait counts against their deadline). Default: [`DEFAULT_CONCURRENCY`].
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
+        self
+    }
+
+    /// Instances made ahead of calls, per plugin: `count` never-used
+    /// instances kept ready once a plugin is called, so a call pays only for
+    /// running; each call still gets its own (R21), and a plugin with no
+    /// call for `idle` holds none. Each one holds an instance slot (see
+    /// [`HostBuilder::max_instances`]) and its memory; `count` 0 makes every
+    /// call instantiate after it arrives. Default: [`WARM_INSTANCES`] and
+    /// [`WARM_IDLE`].
+    ///
+    /// [`WARM_INSTANCES`]: crate::limits::WARM_INSTANCES
+    /// [`WARM_IDLE`]: crate::limits::WARM_IDLE
+    pub fn warm_instances(mut self, count: usize, idle: Duration) -> Self {
+        self.warm = WarmSettings { count, idle };
         self
     }
 
@@ -300,6 +318,7 @@ impl HostBuilder {
                     defaults: PluginDefaults {
                         budget: self.budget,
                         concurrency: self.concurrency,
+                        warm: self.warm,
                         policy: Policy::new(self.rules, self.approver, store.clone()),
                         http_limits: self.http_limits,
                         tls: client_config(&self.http_roots)?,

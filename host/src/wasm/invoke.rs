@@ -12,18 +12,21 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 
+use crate::error::Error;
 use crate::model::budget::{Limit, Usage};
 use crate::model::content::{ContentPart, ToolFailure, ToolResponse};
 use crate::model::execution::{Ended, Execution, ExecutionFuture, Executor, Invocation};
 use crate::model::outcome::{DefectKind, FaultKind, HostFault, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
-use crate::net::CallHttp;
+use crate::net::{CallHttp, HttpHooks};
+use crate::wasm::bindings::ToolPlugin;
 use crate::wasm::bindings::toolhost::plugin::types as wit;
 use crate::wasm::classify::{Stop, classify};
 use crate::wasm::imports::call::CallState;
 use crate::wasm::load::PluginCode;
 use crate::wasm::slots::SlotPermit;
 use crate::wasm::store::{Role, StoreState};
+use crate::wasm::warm::{Warm, WarmInstances};
 
 /// A tool a plugin registered: the plugin's code and the authored name.
 pub(crate) struct WasmTool {
@@ -61,8 +64,8 @@ impl WasmTool {
             config: self.plugin.config.clone(),
             http: Some(http.clone()),
         };
-        let mut store = match self.plugin.store(&inv.budget, Role::Call(state)) {
-            Ok(store) => store,
+        let (mut store, instance) = match self.prepare(&inv, state, &http) {
+            Ok(prepared) => prepared,
             Err(e) => {
                 let fault = HostFault::new(
                     FaultKind::Setup,
@@ -71,7 +74,7 @@ impl WasmTool {
                 return Execution::early(Ended::HostFault(fault), inv.started);
             }
         };
-        let raced = self.race(&mut store, &inv).await;
+        let raced = self.race(&mut store, instance, &inv).await;
         let mut warnings = std::mem::take(&mut store.data_mut().notes);
         let ended = self.ended(raced, &store, inv.max_machine_output, &mut warnings);
         let mut usage = usage(&store, &inv, &ended);
@@ -85,6 +88,29 @@ impl WasmTool {
             logs,
             warnings,
         }
+    }
+
+    /// The call's store, with an instance made ahead when one fits (it
+    /// has run no tool: R21), the call's state and full budget then put in.
+    fn prepare(
+        &self,
+        inv: &Invocation<'_>,
+        state: CallState,
+        http: &Arc<CallHttp>,
+    ) -> Result<(Store<StoreState>, Option<ToolPlugin>), Error> {
+        let Some(Warm {
+            mut store,
+            instance,
+        }) = WarmInstances::take(&self.plugin, &inv.budget)
+        else {
+            let store = self.plugin.store(&inv.budget, Role::Call(state))?;
+            return Ok((store, None));
+        };
+        let data = store.data_mut();
+        data.role = Role::Call(state);
+        data.http_hooks = HttpHooks(Some(http.clone()));
+        store.set_fuel(inv.budget.fuel).map_err(Error::engine)?;
+        Ok((store, Some(instance)))
     }
 
     /// What outbound HTTP this call may make: the plugin's grants and
@@ -111,8 +137,14 @@ impl WasmTool {
         interruptible(inv.cancel, inv.deadline, slot).await
     }
 
-    /// Instantiates and calls the guest, racing cancellation and the deadline.
-    async fn race(&self, store: &mut Store<StoreState>, inv: &Invocation<'_>) -> Raced {
+    /// Instantiates (unless an instance was made ahead) and calls the
+    /// guest, racing cancellation and the deadline.
+    async fn race(
+        &self,
+        store: &mut Store<StoreState>,
+        made: Option<ToolPlugin>,
+        inv: &Invocation<'_>,
+    ) -> Raced {
         let context = wit::CallContext {
             session_id: inv.context.session_id.clone(),
             agent: inv.context.agent.clone(),
@@ -120,7 +152,10 @@ impl WasmTool {
             call_id: inv.context.call_id.clone(),
         };
         let run = async {
-            let instance = self.plugin.pre.instantiate_async(&mut *store).await?;
+            let instance = match made {
+                Some(instance) => instance,
+                None => self.plugin.pre.instantiate_async(&mut *store).await?,
+            };
             instance
                 .toolhost_plugin_plugin()
                 .call_execute(&mut *store, &self.name, inv.input_text, &context)

@@ -23,6 +23,7 @@ use crate::wasm::engine::Runtime;
 use crate::wasm::preflight::preflight;
 use crate::wasm::slots::FairSlots;
 use crate::wasm::store::{Role, StoreState, new_store};
+use crate::wasm::warm::{WarmInstances, WarmSettings};
 
 /// The first bytes of every WebAssembly binary.
 const WASM_MAGIC: &[u8; 4] = b"\0asm";
@@ -36,6 +37,7 @@ pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
 pub(crate) struct PluginDefaults {
     pub(crate) budget: Budget,
     pub(crate) concurrency: usize,
+    pub(crate) warm: WarmSettings,
     pub(crate) policy: Policy,
     pub(crate) http_limits: HttpLimits,
     pub(crate) tls: Arc<rustls::ClientConfig>,
@@ -57,6 +59,8 @@ pub(crate) struct PluginCode {
     pub(crate) max_instances: u32,
     pub(crate) http_limits: HttpLimits,
     pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// Instances made ahead of calls, each for one call.
+    pub(crate) warm: WarmInstances,
 }
 
 impl PluginCode {
@@ -82,6 +86,12 @@ impl Plugin {
     /// Its identity.
     pub fn info(&self) -> &PluginInfo {
         &self.code.info
+    }
+
+    /// How many instances are made ahead of its calls right now (see
+    /// [`HostBuilder::warm_instances`](crate::HostBuilder::warm_instances)).
+    pub fn warm_instances(&self) -> usize {
+        self.code.warm.len()
     }
 
     /// The budget its calls run under, before per-call overrides.
@@ -188,6 +198,7 @@ async fn load(
             max_instances: runtime.max_instances,
             http_limits: options.http_limits.unwrap_or(defaults.http_limits),
             tls: defaults.tls.clone(),
+            warm: WarmInstances::new(defaults.warm),
         }),
     })
 }

@@ -17,5 +17,6 @@ pub(crate) mod preflight;
 pub(crate) mod slots;
 pub(crate) mod stdio;
 pub(crate) mod store;
+pub(crate) mod warm;
 pub(crate) mod wasi;
 pub(crate) mod worker;

@@ -84,6 +84,9 @@ pub(crate) enum Role {
     /// A Code Mode program's interpreter. Its state is Code Mode's own
     /// (a layer above), kept here until the program ends.
     Program(Option<Box<dyn Any + Send>>),
+    /// An instance made ahead of a call (`warm.rs`): no Toolhost import is
+    /// live until the call's state replaces this.
+    Warm,
     /// No Toolhost import is live: the benchmarks' warm, unisolated
     /// instance.
     #[cfg(feature = "bench")]

@@ -1,0 +1,162 @@
+//! Fresh instances off the call path: a few instances of a plugin made
+//! ahead of its calls, each used by exactly one call (R21 holds: none has
+//! run a tool before), so a call that finds one pays only for running.
+//! They are made in the background once the plugin is called, kept to a
+//! count ([`WARM_INSTANCES`] by default), and all dropped once it has had
+//! no call for a while ([`WARM_IDLE`]): an idle plugin holds none.
+
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use wasmtime::Store;
+
+use crate::model::budget::Budget;
+use crate::wasm::bindings::ToolPlugin;
+use crate::wasm::load::PluginCode;
+use crate::wasm::store::{Role, StoreState};
+
+/// Instances made ahead per plugin: enough for a caller that is not
+/// saturating the plugin; each holds an instance slot and its memory.
+pub const WARM_INSTANCES: usize = 2;
+
+/// How long a plugin keeps its instances made ahead without a call.
+pub const WARM_IDLE: Duration = Duration::from_secs(30);
+
+/// An instance made ahead, with the store it lives in.
+pub(crate) struct Warm {
+    pub(crate) store: Store<StoreState>,
+    pub(crate) instance: ToolPlugin,
+}
+
+/// How many instances a plugin makes ahead, and how long it keeps them
+/// without a call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WarmSettings {
+    pub(crate) count: usize,
+    pub(crate) idle: Duration,
+}
+
+impl Default for WarmSettings {
+    fn default() -> WarmSettings {
+        WarmSettings {
+            count: WARM_INSTANCES,
+            idle: WARM_IDLE,
+        }
+    }
+}
+
+/// One plugin's instances made ahead, and whether its refill task runs.
+pub(crate) struct WarmInstances {
+    settings: WarmSettings,
+    state: Mutex<State>,
+    /// Wakes the refill task when a call took an instance; its own `Arc`,
+    /// so the waiting task does not keep the plugin alive.
+    taken: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct State {
+    ready: Vec<Warm>,
+    refilling: bool,
+    last_call: Option<Instant>,
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // Every critical section is a push, a pop or a clear.
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl WarmInstances {
+    pub(crate) fn new(settings: WarmSettings) -> WarmInstances {
+        WarmInstances {
+            settings,
+            state: Mutex::default(),
+            taken: Arc::default(),
+        }
+    }
+
+    /// An instance made ahead for a call under `budget`, if one fits (they
+    /// are made under the plugin's own memory limit); either way the pool
+    /// is refilled in the background.
+    pub(crate) fn take(plugin: &Arc<PluginCode>, budget: &Budget) -> Option<Warm> {
+        let warm = &plugin.warm;
+        if warm.settings.count == 0 {
+            return None;
+        }
+        let mut state = lock(&warm.state);
+        state.last_call = Some(Instant::now());
+        let found = (budget.memory == plugin.budget.memory)
+            .then(|| state.ready.pop())
+            .flatten();
+        if state.refilling {
+            drop(state);
+            warm.taken.notify_one();
+        } else if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            state.refilling = true;
+            runtime.spawn(refill(Arc::downgrade(plugin)));
+        }
+        found
+    }
+
+    /// How many instances are made ahead now.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.state).ready.len()
+    }
+}
+
+/// Keeps the plugin's pool full while it is called; empties it and ends
+/// once it has been idle for the settings' time (or is gone).
+async fn refill(plugin: Weak<PluginCode>) {
+    loop {
+        let Some(code) = plugin.upgrade() else { return };
+        if !fill(&code).await {
+            lock(&code.warm.state).refilling = false;
+            return;
+        }
+        let taken = code.warm.taken.clone();
+        let idle = code.warm.settings.idle;
+        drop(code);
+        if tokio::time::timeout(idle, taken.notified()).await.is_ok() {
+            continue;
+        }
+        let Some(code) = plugin.upgrade() else { return };
+        let mut state = lock(&code.warm.state);
+        if state.last_call.is_none_or(|at| at.elapsed() >= idle) {
+            state.ready.clear();
+            state.refilling = false;
+            return;
+        }
+    }
+}
+
+/// Makes instances until the pool is full; false if one cannot be made
+/// (calls then instantiate their own, as without a pool).
+async fn fill(code: &Arc<PluginCode>) -> bool {
+    while code.warm.len() < code.warm.settings.count {
+        match make(code).await {
+            Ok(warm) => lock(&code.warm.state).ready.push(warm),
+            Err(e) => {
+                tracing::debug!("cannot make an instance of {} ahead: {e}", code.info.name);
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// One instance, made under the plugin's budget: its fuel and, as a call
+/// would be, its deadline (a guest's start-up code is as hostile as its
+/// tools).
+async fn make(code: &PluginCode) -> Result<Warm, String> {
+    let mut store = code
+        .store(&code.budget, Role::Warm)
+        .map_err(|e| e.to_string())?;
+    let instantiate = code.pre.instantiate_async(&mut store);
+    let instance = tokio::time::timeout(code.budget.timeout, instantiate)
+        .await
+        .map_err(|_| format!("not instantiated within {:?}", code.budget.timeout))?
+        .map_err(|e| e.to_string())?;
+    Ok(Warm { store, instance })
+}
