@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Args;
+use toolhost::manifest::Source;
 use toolhost::oci::{
     ANNOTATION_TOOLS, ANNOTATION_WIT_WORLD, Distribution, LOCK_FILE, Lock, Locked, PublicKey,
     SigningKey, TrustPolicy,
@@ -163,10 +164,22 @@ pub(crate) async fn push(args: &PushArgs) -> Result<u8, Failure> {
 /// the manifests (or arguments) name and writes ./toolhost.lock.
 pub(crate) async fn lock(plugins: &[PathBuf], common: &Common) -> Result<u8, Failure> {
     let distribution = common.distribution()?;
-    let specs = specs(plugins, common)?;
+    // Only the references: nothing is loaded, so grants need no review.
+    let mut references = Vec::new();
+    for path in plugins {
+        if path.extension().is_some_and(|e| e == "toml") {
+            for source in Source::load(path).map_err(toolhost::Error::from)? {
+                if let Source::Plugin(manifest) = source {
+                    references.push(manifest.path);
+                }
+            }
+        } else {
+            references.push(path.clone());
+        }
+    }
     let mut lock = Lock::new();
-    for spec in &specs.plugins {
-        let Some(reference) = spec.path.to_str().filter(|p| p.starts_with("oci://")) else {
+    for path in &references {
+        let Some(reference) = path.to_str().filter(|p| p.starts_with("oci://")) else {
             continue;
         };
         let fetched = distribution
