@@ -396,9 +396,10 @@ pub enum OciError {
         /// REGISTRY/REPOSITORY.
         repository: String,
     },
-    /// Signatures exist, but none is by a trusted key (or by the locked
-    /// signer).
-    #[error("{reference} ({digest}) was refused: wrong signer: none of its {signatures} signature(s) verifies with a key trusted for {repository}{}", locked.as_ref().map(|s| format!(" (the lock file names signer {s})")).unwrap_or_default())]
+    /// Signatures exist, but none is by a trusted key.
+    #[error(
+        "{reference} ({digest}) was refused: wrong signer: none of its {signatures} signature(s) verifies with a key trusted for {repository}"
+    )]
     WrongSigner {
         /// The reference.
         reference: String,
@@ -408,8 +409,18 @@ pub enum OciError {
         repository: String,
         /// How many signatures were checked.
         signatures: usize,
-        /// The signer the lock file requires, when that is what failed.
-        locked: Option<String>,
+    },
+    /// `--locked`: verified, but not by the signer the lock file names.
+    #[error("{reference} ({digest}) was refused: wrong signer: the lock file names signer {locked}, but it is signed by {}; run `toolhost lock` again if the change is expected", found.as_deref().unwrap_or("no trusted key"))]
+    LockedSigner {
+        /// The reference.
+        reference: String,
+        /// The manifest digest.
+        digest: String,
+        /// The signer in the lock file.
+        locked: String,
+        /// The signer whose signature verified, if any (unsigned allowed).
+        found: Option<String>,
     },
     /// A signature verifies but does not sign this artifact, or is malformed.
     #[error("{reference} ({digest}) was refused: bad signature: {reason}")]

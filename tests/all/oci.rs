@@ -574,3 +574,41 @@ fn r41_artifacts_interoperate_with_the_oras_python_sdk() {
     assert_eq!(files.len(), 1, "{pulled}");
     assert_eq!(std::fs::read(setup.path(files[0])).unwrap(), wasm);
 }
+
+#[test]
+fn r41_locked_refuses_a_signer_other_than_the_locked_one() {
+    let setup = Setup::new();
+    let digest = setup.push(TEXT_TOOLS, "1.0", Some("trusted"));
+    let reference = setup.reference("1.0");
+    let manifest = setup.manifest(&reference);
+    let (code, _, stderr) = setup.toolhost(&[
+        "lock",
+        manifest.to_str().unwrap(),
+        "--trust-key",
+        &setup.trusting(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    // The same manifest (pushes are deterministic), signed by another key
+    // too, which is the only one trusted now.
+    assert_eq!(setup.push(TEXT_TOOLS, "1.0", Some("stranger")), digest);
+    let stranger = format!(
+        "{}={}",
+        setup.repository(),
+        setup.path("stranger.pub").display()
+    );
+    let (code, _, stderr) = setup.echo(
+        manifest.to_str().unwrap(),
+        &["--locked", "--trust-key", &stranger],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{reference} ({digest}) was refused: wrong signer: the lock file names signer sha256:"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+    // Without --locked the stranger's signature is enough for its policy.
+    let (code, stdout, stderr) = setup.echo(&reference, &["--trust-key", &stranger]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+}

@@ -430,16 +430,14 @@ impl Distribution {
         let manifest = self.manifest(&mut session, &digest).await?;
         let layer = wasm_layer(reference, &digest, &manifest, max_layer)?;
         let signer = self.verify(&mut session, &digest).await?;
-        if let Some(locked) = locked
-            && locked.signer.is_some()
-            && locked.signer != signer
+        if let Some(locked) = locked.and_then(|l| l.signer.as_ref())
+            && Some(locked) != signer.as_ref()
         {
-            return Err(OciError::WrongSigner {
+            return Err(OciError::LockedSigner {
                 reference: reference.to_string(),
                 digest,
-                repository: reference.repository_path(),
-                signatures: 1,
-                locked: locked.signer.clone(),
+                locked: locked.clone(),
+                found: signer,
             });
         }
         let config = self
@@ -782,7 +780,6 @@ impl Distribution {
                 digest,
                 repository,
                 signatures: signatures.len(),
-                locked: None,
             },
         })
     }
