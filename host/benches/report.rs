@@ -1,7 +1,8 @@
 //! The performance report: every ratio of docs/performance.md, measured in
 //! one run on this machine.
 //! `cargo bench -p toolhost --features bench --bench report`
-//! (`-- --stores`: only the outcomes-in-a-store section).
+//! (`-- --stores`: only the outcomes-in-a-store section; `-- --made-ahead`:
+//! only unsaturated calls with and without instances made ahead).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -116,6 +117,87 @@ async fn settle_latency(snapshot: &Snapshot, tool: &str, n: usize) -> Stats {
     stats(samples)
 }
 
+/// Settled echo latency when calls come with a pause between them (a
+/// model's turn between tool calls): the pause lets instances be made
+/// ahead, which a back-to-back loop never leaves time for.
+async fn spaced_latency(snapshot: &Snapshot, n: usize) -> Stats {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let start = Instant::now();
+        let s = snapshot
+            .settle(Call::new("echo", ECHO_INPUT, context("bench")))
+            .await;
+        samples.push(start.elapsed());
+        assert!(
+            matches!(s.outcome, Outcome::Completed(_)),
+            "{:?}",
+            s.outcome
+        );
+    }
+    stats(samples)
+}
+
+/// Unsaturated settled echo with instances made ahead and without, beside
+/// a call on a warm (reused, unisolated) instance: the goal is made-ahead
+/// <= 1.5x warm.
+fn made_ahead() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "
+unsaturated settled echo (1 ms between calls), 1 worker"
+    );
+    let warm = rt.block_on(async {
+        let mut warm = Warm::new(Path::new(TEXT_TOOLS), true).await.unwrap();
+        warm.calls("echo", ECHO_INPUT, 2_000).await.unwrap();
+        warm.calls("echo", ECHO_INPUT, 20_000).await.unwrap() / 20_000
+    });
+    let mut medians = Vec::new();
+    for (label, count) in [
+        ("instances made ahead   ", toolhost::limits::WARM_INSTANCES),
+        ("instantiated on arrival", 0),
+    ] {
+        let host = Host::builder()
+            .without_store()
+            .warm_instances(count, toolhost::limits::WARM_IDLE)
+            .build()
+            .unwrap();
+        let location = host.location("/bench");
+        let latency = rt.block_on(async {
+            let _a = location
+                .load(TEXT_TOOLS, &PluginOptions::default())
+                .await
+                .unwrap();
+            let snapshot = location.snapshot();
+            tokio::spawn(async move {
+                spaced_latency(&snapshot, 200).await;
+                spaced_latency(&snapshot, 2_000).await
+            })
+            .await
+            .unwrap()
+        });
+        println!(
+            "  {label}  median {}  mean {}",
+            micros(latency.median),
+            micros(latency.mean)
+        );
+        medians.push(latency.median);
+    }
+    println!(
+        "  warm-instance echo (no settlement)  mean {}",
+        micros(warm)
+    );
+    println!(
+        "  ratio made ahead / warm (goal <= 1.5x): {:.1}x; on arrival / warm: {:.1}x",
+        medians[0].as_secs_f64() / warm.as_secs_f64(),
+        medians[1].as_secs_f64() / warm.as_secs_f64()
+    );
+}
+
 /// Settled echo calls per second with `workers` runtime threads and many
 /// calls in flight.
 fn throughput(snapshot: &Snapshot, workers: usize, calls: usize) -> f64 {
@@ -162,6 +244,11 @@ fn main() {
         && flag == "--stores"
     {
         return stores(tempfile::tempdir().unwrap().path());
+    }
+    if let [flag] = args.as_slice()
+        && flag == "--made-ahead"
+    {
+        return made_ahead();
     }
     if let [flag, workers, n, cache] = args.as_slice()
         && flag == "--throughput"
@@ -385,6 +472,7 @@ fn main() {
     );
 
     code_mode(&rt, cache.path());
+    made_ahead();
     stores(cache.path());
     instructions(cache.path());
 }

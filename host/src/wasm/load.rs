@@ -23,7 +23,7 @@ use crate::wasm::engine::Runtime;
 use crate::wasm::preflight::preflight;
 use crate::wasm::slots::FairSlots;
 use crate::wasm::store::{Role, StoreState, new_store};
-use crate::wasm::warm::{WarmInstances, WarmSettings};
+use crate::wasm::warm::{MakesAhead, Warm, WarmInstances, WarmSettings};
 
 /// The first bytes of every WebAssembly binary.
 const WASM_MAGIC: &[u8; 4] = b"\0asm";
@@ -67,6 +67,34 @@ impl PluginCode {
     /// A fresh store for this plugin under `budget`, with its grants.
     pub(crate) fn store(&self, budget: &Budget, role: Role) -> Result<Store<StoreState>, Error> {
         new_store(&self.engine, &self.grants, budget, role)
+    }
+}
+
+impl MakesAhead for PluginCode {
+    fn warm(&self) -> &WarmInstances {
+        &self.warm
+    }
+
+    fn memory(&self) -> u64 {
+        self.budget.memory
+    }
+
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// Under the plugin's budget: its fuel and, as a call would be, its
+    /// deadline (a guest's start-up code is as hostile as its tools).
+    async fn make(&self) -> Result<Warm, String> {
+        let mut store = self
+            .store(&self.budget, Role::Warm)
+            .map_err(|e| e.to_string())?;
+        let instantiate = self.pre.instantiate_async(&mut store);
+        let instance = tokio::time::timeout(self.budget.timeout, instantiate)
+            .await
+            .map_err(|_| format!("not instantiated within {:?}", self.budget.timeout))?
+            .map_err(|e| e.to_string())?;
+        Ok(Warm { store, instance })
     }
 }
 

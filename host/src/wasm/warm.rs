@@ -5,6 +5,7 @@
 //! count ([`WARM_INSTANCES`] by default), and all dropped once it has had
 //! no call for a while ([`WARM_IDLE`]): an idle plugin holds none.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -14,8 +15,7 @@ use wasmtime::Store;
 
 use crate::model::budget::Budget;
 use crate::wasm::bindings::ToolPlugin;
-use crate::wasm::load::PluginCode;
-use crate::wasm::store::{Role, StoreState};
+use crate::wasm::store::StoreState;
 
 /// Instances made ahead per plugin: enough for a caller that is not
 /// saturating the plugin; each holds an instance slot and its memory.
@@ -28,6 +28,18 @@ pub const WARM_IDLE: Duration = Duration::from_secs(30);
 pub(crate) struct Warm {
     pub(crate) store: Store<StoreState>,
     pub(crate) instance: ToolPlugin,
+}
+
+/// A plugin that can make its instances ahead (its loaded code).
+pub(crate) trait MakesAhead: Send + Sync + 'static {
+    /// Its instances made ahead.
+    fn warm(&self) -> &WarmInstances;
+    /// The memory limit its instances are made under.
+    fn memory(&self) -> u64;
+    /// Its name, for logs.
+    fn name(&self) -> &str;
+    /// One instance, made as a call's would be (fuel, deadline).
+    fn make(&self) -> impl Future<Output = Result<Warm, String>> + Send;
 }
 
 /// How many instances a plugin makes ahead, and how long it keeps them
@@ -80,14 +92,14 @@ impl WarmInstances {
     /// An instance made ahead for a call under `budget`, if one fits (they
     /// are made under the plugin's own memory limit); either way the pool
     /// is refilled in the background.
-    pub(crate) fn take(plugin: &Arc<PluginCode>, budget: &Budget) -> Option<Warm> {
-        let warm = &plugin.warm;
+    pub(crate) fn take<P: MakesAhead>(plugin: &Arc<P>, budget: &Budget) -> Option<Warm> {
+        let warm = plugin.warm();
         if warm.settings.count == 0 {
             return None;
         }
         let mut state = lock(&warm.state);
         state.last_call = Some(Instant::now());
-        let found = (budget.memory == plugin.budget.memory)
+        let found = (budget.memory == plugin.memory())
             .then(|| state.ready.pop())
             .flatten();
         if state.refilling {
@@ -108,21 +120,21 @@ impl WarmInstances {
 
 /// Keeps the plugin's pool full while it is called; empties it and ends
 /// once it has been idle for the settings' time (or is gone).
-async fn refill(plugin: Weak<PluginCode>) {
+async fn refill<P: MakesAhead>(plugin: Weak<P>) {
     loop {
         let Some(code) = plugin.upgrade() else { return };
-        if !fill(&code).await {
-            lock(&code.warm.state).refilling = false;
+        if !fill(&*code).await {
+            lock(&code.warm().state).refilling = false;
             return;
         }
-        let taken = code.warm.taken.clone();
-        let idle = code.warm.settings.idle;
+        let taken = code.warm().taken.clone();
+        let idle = code.warm().settings.idle;
         drop(code);
         if tokio::time::timeout(idle, taken.notified()).await.is_ok() {
             continue;
         }
         let Some(code) = plugin.upgrade() else { return };
-        let mut state = lock(&code.warm.state);
+        let mut state = lock(&code.warm().state);
         if state.last_call.is_none_or(|at| at.elapsed() >= idle) {
             state.ready.clear();
             state.refilling = false;
@@ -133,30 +145,15 @@ async fn refill(plugin: Weak<PluginCode>) {
 
 /// Makes instances until the pool is full; false if one cannot be made
 /// (calls then instantiate their own, as without a pool).
-async fn fill(code: &Arc<PluginCode>) -> bool {
-    while code.warm.len() < code.warm.settings.count {
-        match make(code).await {
-            Ok(warm) => lock(&code.warm.state).ready.push(warm),
+async fn fill<P: MakesAhead>(code: &P) -> bool {
+    while code.warm().len() < code.warm().settings.count {
+        match code.make().await {
+            Ok(warm) => lock(&code.warm().state).ready.push(warm),
             Err(e) => {
-                tracing::debug!("cannot make an instance of {} ahead: {e}", code.info.name);
+                tracing::debug!("cannot make an instance of {} ahead: {e}", code.name());
                 return false;
             }
         }
     }
     true
-}
-
-/// One instance, made under the plugin's budget: its fuel and, as a call
-/// would be, its deadline (a guest's start-up code is as hostile as its
-/// tools).
-async fn make(code: &PluginCode) -> Result<Warm, String> {
-    let mut store = code
-        .store(&code.budget, Role::Warm)
-        .map_err(|e| e.to_string())?;
-    let instantiate = code.pre.instantiate_async(&mut store);
-    let instance = tokio::time::timeout(code.budget.timeout, instantiate)
-        .await
-        .map_err(|_| format!("not instantiated within {:?}", code.budget.timeout))?
-        .map_err(|e| e.to_string())?;
-    Ok(Warm { store, instance })
 }
