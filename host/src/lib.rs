@@ -92,7 +92,9 @@
 //! Public modules hold the rest:
 //! [`config`] (plugin options, grants, MCP servers), [`limits`] (every
 //! limit and default, each with its reason), [`manifest`], [`mcp`]
-//! (feature `mcp`: the server and the bridge), [`outcome`], [`events`],
+//! (feature `mcp`: the server and the bridge), `oci` (feature `oci`:
+//! plugins from OCI registries, pulled by digest and signature-checked
+//! before compiling), [`outcome`], [`events`],
 //! [`schema`], [`hooks`], [`permission`] (rules and the approver) and
 //! [`registry`].
 //! [`CancellationToken`] is tokio-util's, re-exported because
