@@ -219,6 +219,31 @@ fn r41_push_lock_pull_and_call_a_signed_plugin() {
     assert!(signers[0].as_str().unwrap().starts_with("sha256:"));
     assert_eq!(setup.compiled(), 0);
 
+    // The CNCF wasm OCI artifact layout, as the registry holds it.
+    let (status, body) = setup.http("GET", &format!("/v2/{REPOSITORY}/manifests/{digest}"), None);
+    assert_eq!(status, 200);
+    let manifest: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.wasm.config.v0+json"
+    );
+    assert_eq!(manifest["layers"][0]["mediaType"], "application/wasm");
+    assert_eq!(manifest["layers"][0]["digest"], inspected["layer"]);
+    let config = manifest["config"]["digest"].as_str().unwrap();
+    let (status, body) = setup.http("GET", &format!("/v2/{REPOSITORY}/blobs/{config}"), None);
+    assert_eq!(status, 200);
+    let config: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (&config["architecture"], &config["os"]),
+        (&"wasm".into(), &"wasip2".into())
+    );
+    assert_eq!(config["layerDigests"][0], inspected["layer"]);
+    let exports = config["component"]["exports"].as_array().unwrap();
+    assert!(
+        exports.contains(&"toolhost:plugin/plugin@0.1.0".into()),
+        "{config}"
+    );
+
     // lock: the manifest's reference pinned to the pushed digest and signer.
     let manifest = setup.manifest(&reference);
     let trust = setup.trusting();

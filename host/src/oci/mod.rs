@@ -528,10 +528,15 @@ impl Distribution {
             let mut session = self.session(&parsed).await?;
             session.authenticate(RegistryOperation::Push).await?;
             let layer = Descriptor::of(WASM_LAYER_MEDIA_TYPE, wasm);
+            let (imports, exports) = world(wasm);
             let config = serde_json::to_vec(&serde_json::json!({
+                // A fixed time, so a push of the same component is the same
+                // manifest (reproducible, and re-signable).
+                "created": "1970-01-01T00:00:00Z",
                 "architecture": "wasm",
                 "os": "wasip2",
                 "layerDigests": [layer.digest],
+                "component": {"imports": imports, "exports": exports},
             }))
             .map_err(|e| session.refused(e.to_string()))?;
             let config_descriptor = Descriptor::of(WASM_CONFIG_MEDIA_TYPE, &config);
@@ -1174,6 +1179,28 @@ async fn speaks_https(http: &reqwest::Client, reference: &OciReference) -> bool 
         status.is_success() || status == reqwest::StatusCode::UNAUTHORIZED
     };
     !matches!(http.get(base("http")).send().await, Ok(r) if answered(r.status()))
+}
+
+/// The component's top-level import and export names, as the wasm OCI
+/// config lists them (the caller has loaded it, so it parses; a part that
+/// does not is left out).
+fn world(wasm: &[u8]) -> (Vec<String>, Vec<String>) {
+    use wasmparser::{Parser, Payload};
+    let (mut imports, mut exports, mut depth) = (Vec::new(), Vec::new(), 0usize);
+    for payload in Parser::new(0).parse_all(wasm).map_while(Result::ok) {
+        match payload {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(reader) if depth == 0 => {
+                imports.extend(reader.into_iter().flatten().map(|i| i.name.name.to_owned()));
+            }
+            Payload::ComponentExportSection(reader) if depth == 0 => {
+                exports.extend(reader.into_iter().flatten().map(|e| e.name.name.to_owned()));
+            }
+            _ => {}
+        }
+    }
+    (imports, exports)
 }
 
 /// Runs a pull or push within [`OCI_PULL_TIMEOUT`].
