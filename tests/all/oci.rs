@@ -637,3 +637,60 @@ fn r41_locked_refuses_a_signer_other_than_the_locked_one() {
     let (code, stdout, stderr) = setup.echo(&reference, &["--trust-key", &stranger]);
     assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
 }
+
+/// Runs `wkg` (on `PATH`: target/tools/bin under `cargo xtask test`) with
+/// `args` in the working directory, no credentials.
+fn wkg(setup: &Setup, args: &[&str]) {
+    let out = Command::new("wkg")
+        .args(args)
+        .current_dir(setup.dir.path())
+        .env("HOME", setup.dir.path())
+        .output()
+        .expect("runs wkg (cargo install wkg)");
+    let (code, _, stderr) = exited(out);
+    assert_eq!(code, 0, "wkg {args:?} failed:\n{stderr}");
+}
+
+#[test]
+#[ignore = "needs wkg: `cargo xtask test` installs it into target/tools and runs it"]
+fn r41_artifacts_interoperate_with_wkg() {
+    let setup = Setup::new();
+    let registry = setup.registry.address();
+    let wasm = std::fs::read(TEXT_TOOLS).unwrap();
+
+    // Pushed by wkg: Toolhost loads it.
+    let pushed_by_wkg = format!("{registry}/{REPOSITORY}:wkg");
+    wkg(
+        &setup,
+        &[
+            "oci",
+            "push",
+            "--insecure",
+            &registry,
+            &pushed_by_wkg,
+            TEXT_TOOLS,
+        ],
+    );
+    let (code, stdout, stderr) = setup.echo(
+        &setup.reference("wkg"),
+        &["--allow-unsigned", &setup.repository()],
+    );
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+
+    // Pushed by Toolhost: wkg pulls the same component.
+    setup.push(TEXT_TOOLS, "1.0", Some("trusted"));
+    let pushed_by_us = format!("{registry}/{REPOSITORY}:1.0");
+    wkg(
+        &setup,
+        &[
+            "oci",
+            "pull",
+            "--insecure",
+            &registry,
+            &pushed_by_us,
+            "-o",
+            "pulled.wasm",
+        ],
+    );
+    assert_eq!(std::fs::read(setup.path("pulled.wasm")).unwrap(), wasm);
+}

@@ -54,7 +54,7 @@ const STEPS: &[Step] = &[
         run_step(cargo().args(["test", "--workspace"]).current_dir(&env.root))
     }),
     (
-        "polyglot tests (Python, JavaScript and C plugins) and OCI interop (oras)",
+        "polyglot tests (Python, JavaScript and C plugins) and OCI interop (oras, wkg)",
         polyglot,
     ),
     (
@@ -298,17 +298,21 @@ fn mcp_suite(root: &Path, venv: &Venv, pytest_args: &[String]) -> Result<()> {
 /// The oldest Node the JavaScript plugin's pinned packages support.
 const MIN_NODE: (u32, u32) = (20, 19);
 
-/// Tools the C plugin's build needs, from crates.io into `target/tools`:
-/// (crate, exact version, binary, the one feature it needs).
+/// Tools the C plugin's build and the OCI interop test need, from
+/// crates.io into `target/tools`: (crate, exact version, binary, the one
+/// feature it needs; wkg has none to choose, `docker-tests` is its default
+/// and only gates its own tests).
 const AUTHOR_TOOLS: &[(&str, &str, &str, &str)] = &[
     ("wit-bindgen-cli", "0.63.0", "wit-bindgen", "c"),
     ("wasm-tools", "1.263.0", "wasm-tools", "component"),
+    ("wkg", "0.16.1", "wkg", "docker-tests"),
 ];
 
 /// The ignored polyglot tests (`tests/all/polyglot.rs`) and OCI interop
-/// test (`tests/all/oci.rs`), with the venv's `bin` (componentize-py,
+/// tests (`tests/all/oci.rs`), with the venv's `bin` (componentize-py,
 /// ziglang, the oras SDK's python) and `target/tools/bin` (wit-bindgen,
-/// wasm-tools) first on `PATH`; the JavaScript build runs `npm ci` itself.
+/// wasm-tools, wkg) first on `PATH`; the JavaScript build runs `npm ci`
+/// itself.
 fn polyglot(env: &Env) -> Result<()> {
     check_node(MIN_NODE, "the JavaScript plugin (example-plugins/js-echo)")?;
     let tools = install_author_tools(&env.root)?;
