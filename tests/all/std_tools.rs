@@ -824,6 +824,17 @@ async fn std_grep_gives_paths_and_line_numbers_and_counts_every_match() {
             .starts_with("invalid regular expression `(unclosed`")
     );
 
+    // A file larger than grep's read window is searched to its end.
+    let mut large: String = (0..30_000).map(|i| format!("filler line {i}\n")).collect();
+    large.push_str("the last line has the needle\n");
+    assert!(large.len() > 256 << 10);
+    std.put("large/big.txt", &large);
+    assert_eq!(
+        std.ok("grep", json!({"pattern": "needle", "path": "large"}))
+            .await,
+        "Found 1 matching lines in 1 files.\n\nlarge/big.txt:\n  Line 30001: the last line has the needle\n"
+    );
+
     // The producer says exactly what it left out.
     let many: String = (0..4213).map(|i| format!("match {i}\n")).collect();
     std.put("many/log.txt", &many);

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::fs;
+use std::io::Read as _;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -28,6 +29,15 @@ pub const LIST_LIMIT: usize = 100;
 /// The largest file `grep` searches: larger files are counted as skipped,
 /// so one huge log cannot take the call's memory.
 pub const MAX_GREP_FILE_BYTES: u64 = 64 << 20;
+
+/// Bytes `grep` reads a file into at once: most source files fit, and
+/// fit in one read.
+const READ_WINDOW: usize = 256 << 10;
+
+/// The most one read of the host returns (wasmtime-wasi's
+/// `MAX_READ_SIZE_ALLOC`): a read asking for no more than this comes back
+/// short only at the end of a regular file.
+const HOST_READ_MAX: usize = 64 << 10;
 
 /// Characters of a matching line shown before it is cut.
 const MAX_MATCH_LINE_CHARS: usize = 2000;
@@ -283,6 +293,8 @@ impl Tool for Grep {
         let mut total = 0;
         let mut files = 0;
         let mut skipped_large = 0;
+        let mut window = vec![0; READ_WINDOW];
+        let mut large = Vec::new();
         for entry in walk(&dir.path, false).flatten() {
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 continue;
@@ -295,24 +307,23 @@ impl Tool for Grep {
             {
                 continue;
             }
-            if entry
-                .metadata()
-                .is_ok_and(|m| m.len() > MAX_GREP_FILE_BYTES)
-            {
+            // One buffer for every file, read without a stat: each
+            // filesystem call is a trip to the host.
+            let Ok(bytes) = read_file(entry.path(), &mut window, &mut large) else {
+                continue;
+            };
+            if bytes.len() as u64 > MAX_GREP_FILE_BYTES {
                 skipped_large += 1;
                 continue;
             }
-            let Ok(bytes) = fs::read(entry.path()) else {
-                continue;
-            };
-            if is_binary(&bytes) {
+            if is_binary(bytes) {
                 continue;
             }
             let mut lines = Vec::new();
             let mut line_number = 1;
             let mut counted_to = 0;
             let mut next_line_start = 0;
-            for m in regex.find_iter(&bytes) {
+            for m in regex.find_iter(bytes) {
                 if m.start() < next_line_start {
                     continue; // another match on a line already counted
                 }
@@ -387,6 +398,33 @@ impl Tool for Grep {
             "skippedLargeFiles": skipped_large,
         })))
     }
+}
+
+/// A file's bytes, read into `window` when they fit (zeroed once, reused
+/// for every file) or else into `large`. Each read asks for at most
+/// [`HOST_READ_MAX`] bytes, so one that comes back short is at the end of
+/// the (regular) file: a file under 64 KiB takes one read, not a second to
+/// find its end. Each filesystem call is a trip to the host.
+fn read_file<'a>(
+    path: &Path,
+    window: &'a mut [u8],
+    large: &'a mut Vec<u8>,
+) -> std::io::Result<&'a [u8]> {
+    let mut file = fs::File::open(path)?;
+    let mut filled = 0;
+    while filled < window.len() {
+        let want = (window.len() - filled).min(HOST_READ_MAX);
+        let n = file.read(&mut window[filled..filled + want])?;
+        filled += n;
+        if n < want {
+            return Ok(&window[..filled]);
+        }
+    }
+    large.clear();
+    large.extend_from_slice(window);
+    file.take(MAX_GREP_FILE_BYTES + 1 - filled as u64)
+        .read_to_end(large)?;
+    Ok(large)
 }
 
 /// `include`'s glob, matched against file names.
