@@ -57,9 +57,9 @@ impl Words {
 /// carries `needle_N`, one in 7 is a function header.
 fn line(words: &mut Words, out: &mut String) {
     let n = words.next();
-    if n % 5_000 == 0 {
+    if n.is_multiple_of(5_000) {
         let _ = write!(out, "    // needle_{} marks this line", n % 977);
-    } else if n % 7 == 0 {
+    } else if n.is_multiple_of(7) {
         let _ = write!(
             out,
             "fn {}_{}() -> {} {{",
