@@ -4,6 +4,9 @@
 //! settled echo calls per second over streamable HTTP with 1 and 16
 //! concurrent clients; and the MCP bridge: `echo` of the same `toolhost
 //! serve` settled through a bridging host vs called with the SDK's client.
+//! Beside each, the floor: a native `echo` served by the same SDK (this
+//! binary, re-run as `--floor-stdio` or `--floor-http`), driven by the same
+//! client, and the ratio of Toolhost to it.
 //! `cargo bench -p toolhost-cli --bench mcp`.
 
 use std::io::BufRead as _;
@@ -35,9 +38,8 @@ fn echo() -> CallToolRequestParams {
     CallToolRequestParams::new("echo").with_arguments(arguments)
 }
 
-async fn direct() -> Duration {
-    let outputs = tempfile::tempdir().unwrap();
-    let host = Host::builder().state_dir(outputs.path()).build().unwrap();
+async fn direct(state: &std::path::Path) -> Duration {
+    let host = Host::builder().state_dir(state).build().unwrap();
     let location = host.location("/bench");
     let _a = location
         .load(TEXT_TOOLS, &PluginOptions::default())
@@ -62,6 +64,91 @@ async fn direct() -> Duration {
     run(CALLS).await / CALLS
 }
 
+/// The floor: the SDK serving a native `echo`, nothing else.
+#[derive(Clone)]
+struct Floor;
+
+impl rmcp::ServerHandler for Floor {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let schema = json!({"type": "object", "properties": {"message": {"type": "string"}}});
+        let serde_json::Value::Object(schema) = schema else {
+            unreachable!()
+        };
+        let tool = rmcp::model::Tool::new("echo", "Echo the message", schema);
+        Ok(rmcp::model::ListToolsResult::with_all_items(vec![tool]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let message = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("message"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let content = vec![rmcp::model::ContentBlock::text(message)];
+        Ok(rmcp::model::CallToolResult::success(content).into())
+    }
+}
+
+/// Serves the floor on stdio until the client leaves.
+async fn floor_stdio() {
+    let running = Floor.serve(rmcp::transport::stdio()).await.unwrap();
+    let _ = running.waiting().await;
+}
+
+/// Serves the floor over streamable HTTP on a free port; prints its URL on
+/// stderr as `toolhost serve` does.
+async fn floor_http() {
+    use rmcp::transport::streamable_http_server::StreamableHttpService;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    let service = StreamableHttpService::new(
+        || Ok(Floor),
+        LocalSessionManager::default().into(),
+        Default::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    eprintln!(
+        "serving MCP at http://{}/mcp",
+        listener.local_addr().unwrap()
+    );
+    axum::serve(listener, router).await.unwrap();
+}
+
+/// This benchmark re-run as the floor server.
+fn floor_command(flag: &str) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command.arg(flag);
+    command
+}
+
+async fn floor_over_stdio() -> Duration {
+    let mut command = tokio::process::Command::from(floor_command("--floor-stdio"));
+    command.stderr(Stdio::null());
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    sequential(&client, CALLS).await;
+    let per_call = sequential(&client, CALLS).await / CALLS;
+    client.cancel().await.unwrap();
+    per_call
+}
+
 async fn sequential(client: &RunningService<RoleClient, ()>, n: u32) -> Duration {
     let start = Instant::now();
     for _ in 0..n {
@@ -71,11 +158,13 @@ async fn sequential(client: &RunningService<RoleClient, ()>, n: u32) -> Duration
     start.elapsed()
 }
 
-async fn over_stdio(cache: &std::path::Path) -> Duration {
+async fn over_stdio(cache: &std::path::Path, state: &std::path::Path) -> Duration {
     let mut command = tokio::process::Command::new(TOOLHOST);
     command
         .args(["serve", TEXT_TOOLS, "--cache-dir"])
         .arg(cache)
+        .arg("--state-dir")
+        .arg(state)
         .stderr(Stdio::null());
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
     sequential(&client, CALLS).await;
@@ -86,15 +175,23 @@ async fn over_stdio(cache: &std::path::Path) -> Duration {
 
 /// `echo` of `toolhost serve` over stdio, settled through a host that
 /// bridges it (permission allowed by a rule, as a configured server's is).
-async fn bridged(cache: &std::path::Path) -> Duration {
-    let outputs = tempfile::tempdir().unwrap();
+async fn bridged(cache: &std::path::Path, state: &std::path::Path) -> Duration {
+    let outer = state.join("bridging");
     let host = Host::builder()
-        .state_dir(outputs.path())
+        .state_dir(&outer)
         .rules(Rules(vec![Rule::new("mcp", "*", Effect::Allow)]))
         .build()
         .unwrap();
     let location = host.location("/bench");
-    let args = ["serve", TEXT_TOOLS, "--cache-dir", &cache.to_string_lossy()].map(str::to_owned);
+    let args = [
+        "serve",
+        TEXT_TOOLS,
+        "--cache-dir",
+        &cache.to_string_lossy(),
+        "--state-dir",
+        &state.join("bridged").to_string_lossy(),
+    ]
+    .map(str::to_owned);
     let _bridge = location
         .connect_mcp(McpServerConfig::stdio("inner", TOOLHOST, args))
         .await
@@ -122,13 +219,19 @@ async fn bridged(cache: &std::path::Path) -> Duration {
 }
 
 /// Starts `toolhost serve --http` on a free port; its URL.
-fn http_server(cache: &std::path::Path) -> (std::process::Child, String) {
-    let mut child = Command::new(TOOLHOST)
+fn http_server(cache: &std::path::Path, state: &std::path::Path) -> (std::process::Child, String) {
+    let mut command = Command::new(TOOLHOST);
+    command
         .args(["serve", TEXT_TOOLS, "--http", "127.0.0.1:0", "--cache-dir"])
         .arg(cache)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .arg("--state-dir")
+        .arg(state);
+    served(command)
+}
+
+/// Starts `command`, an HTTP server that names its URL on stderr.
+fn served(mut command: Command) -> (std::process::Child, String) {
+    let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let url = lines
         .find_map(|l| {
@@ -158,11 +261,29 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    match std::env::args().nth(1).as_deref() {
+        Some("--floor-stdio") => return runtime.block_on(floor_stdio()),
+        Some("--floor-http") => return runtime.block_on(floor_http()),
+        _ => {}
+    }
     let cache = tempfile::tempdir().unwrap();
+    // The store on tmpfs where there is one: every outcome is committed
+    // (and synced) before its reply, and on a disk that sync, not the
+    // front door, would be most of what is measured. One line below shows
+    // it on the disk.
+    let memory = tempfile::tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .unwrap();
+    let disk = tempfile::tempdir().unwrap();
+    let (state, on_disk) = (memory.path(), disk.path());
     let micros = |d: Duration| format!("{:.1} µs", d.as_secs_f64() * 1e6);
     runtime.block_on(async {
-        let direct = direct().await;
-        let stdio = over_stdio(cache.path()).await;
+        println!(
+            "the store in {} (tmpfs when /dev/shm exists)",
+            state.display()
+        );
+        let direct = direct(state).await;
+        let stdio = over_stdio(cache.path(), state).await;
         println!(
             "settled echo, direct                   mean {}",
             micros(direct)
@@ -175,7 +296,21 @@ fn main() {
             "  ratio MCP stdio / direct:            {:.1}x",
             stdio.as_secs_f64() / direct.as_secs_f64()
         );
-        let bridge = bridged(cache.path()).await;
+        let synced = over_stdio(cache.path(), on_disk).await;
+        println!(
+            "settled echo, MCP over stdio, store on disk mean {}",
+            micros(synced)
+        );
+        let floor = floor_over_stdio().await;
+        println!(
+            "native echo, rmcp over stdio (floor)   mean {}",
+            micros(floor)
+        );
+        println!(
+            "  ratio Toolhost stdio / floor (goal <= 1.2x): {:.2}x",
+            stdio.as_secs_f64() / floor.as_secs_f64()
+        );
+        let bridge = bridged(cache.path(), state).await;
         println!(
             "echo of serve (stdio), bridged + settled mean {}",
             micros(bridge)
@@ -184,12 +319,24 @@ fn main() {
             "  ratio bridged / MCP client directly:   {:.2}x",
             bridge.as_secs_f64() / stdio.as_secs_f64()
         );
-        let (mut server, url) = http_server(cache.path());
+        let (mut server, url) = http_server(cache.path(), state);
         over_http(&url, 1).await;
         let one = over_http(&url, 1).await;
         let sixteen = over_http(&url, 16).await;
         println!("settled echo over HTTP, 1 client       {one:.0} calls/s");
         println!("settled echo over HTTP, 16 clients     {sixteen:.0} calls/s");
         let _ = server.kill();
+        let (mut floor, url) = served(floor_command("--floor-http"));
+        over_http(&url, 1).await;
+        let floor_one = over_http(&url, 1).await;
+        let floor_sixteen = over_http(&url, 16).await;
+        let _ = floor.kill();
+        println!("native echo over HTTP (floor), 1 client  {floor_one:.0} calls/s");
+        println!("native echo over HTTP (floor), 16 clients {floor_sixteen:.0} calls/s");
+        println!(
+            "  ratio Toolhost / floor (goal >= 0.8x): 1 client {:.2}x, 16 clients {:.2}x",
+            one / floor_one,
+            sixteen / floor_sixteen
+        );
     });
 }

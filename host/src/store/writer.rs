@@ -110,6 +110,12 @@ async fn commit(
         Ok(db) => db,
         Err(e) => return Err((writes.into_iter().map(pending).collect(), e.to_string())),
     };
+    if let [write] = writes.as_slice()
+        && is_one_statement(write)
+        && (backend == Backend::Sqlite || durable)
+    {
+        return commit_alone(&mut db, backend, durable, writes, events).await;
+    }
     let begun = async {
         if backend == Backend::Sqlite {
             let sync = if durable {
@@ -151,6 +157,44 @@ async fn commit(
     match tx.commit().await {
         Ok(()) => Ok(done),
         Err(e) => Err((done, e.to_string())),
+    }
+}
+
+/// Whether a write is one statement (or, for a claim taken over, a guarded
+/// update that needs no transaction around it), so alone in its batch it
+/// can run without BEGIN and COMMIT: half the round trips of a quiet call.
+fn is_one_statement(write: &Write) -> bool {
+    matches!(
+        write,
+        Write::Claim { .. } | Write::Record { .. } | Write::Event(_)
+    )
+}
+
+/// One such write on its own, committed as it runs (autocommit); on
+/// SQLite synced to disk only when it records an outcome.
+async fn commit_alone(
+    db: &mut AnyConnection,
+    backend: Backend,
+    durable: bool,
+    mut writes: Vec<Write>,
+    events: &AtomicU64,
+) -> Result<Vec<Done>, (Vec<Done>, String)> {
+    if backend == Backend::Sqlite {
+        let sync = if durable {
+            "PRAGMA synchronous = FULL"
+        } else {
+            "PRAGMA synchronous = NORMAL"
+        };
+        if let Err(e) = db.execute(sync).await {
+            return Err((writes.into_iter().map(pending).collect(), e.to_string()));
+        }
+    }
+    let Some(write) = writes.pop() else {
+        return Ok(Vec::new());
+    };
+    match apply(db, write, events).await {
+        Ok(done) => Ok(vec![done]),
+        Err((done, e)) => Err((vec![done], e)),
     }
 }
 
