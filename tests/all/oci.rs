@@ -694,3 +694,22 @@ fn r41_artifacts_interoperate_with_wkg() {
     );
     assert_eq!(std::fs::read(setup.path("pulled.wasm")).unwrap(), wasm);
 }
+
+#[test]
+fn r41_serve_watch_serves_an_oci_plugin() {
+    let setup = Setup::new();
+    setup.push(TEXT_TOOLS, "1.0", Some("trusted"));
+    let reference = setup.reference("1.0");
+    let trust = setup.trusting();
+    let mut served = crate::stdio::Served::start(
+        &[&reference, "--watch", "--trust-key", &trust],
+        setup.dir.path(),
+        |command| {
+            command
+                .current_dir(setup.dir.path())
+                .env("HOME", setup.dir.path());
+        },
+    );
+    let reply = served.call(1, "echo", serde_json::json!({"message": "watched"}));
+    assert_eq!(reply["result"]["content"][0]["text"], "watched", "{reply}");
+}
