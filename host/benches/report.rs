@@ -101,32 +101,21 @@ fn stats(mut samples: Vec<Duration>) -> Stats {
 }
 
 async fn settle_latency(snapshot: &Snapshot, tool: &str, n: usize) -> Stats {
+    spaced_latency(snapshot, tool, n, Duration::ZERO).await
+}
+
+/// Settled latency with `pause` before each call (a model's turn between
+/// tool calls): a pause lets instances be made ahead, which a
+/// back-to-back loop never leaves time for.
+async fn spaced_latency(snapshot: &Snapshot, tool: &str, n: usize, pause: Duration) -> Stats {
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
         let start = Instant::now();
         let s = snapshot
             .settle(Call::new(tool, ECHO_INPUT, context("bench")))
-            .await;
-        samples.push(start.elapsed());
-        assert!(
-            matches!(s.outcome, Outcome::Completed(_)),
-            "{:?}",
-            s.outcome
-        );
-    }
-    stats(samples)
-}
-
-/// Settled echo latency when calls come with a pause between them (a
-/// model's turn between tool calls): the pause lets instances be made
-/// ahead, which a back-to-back loop never leaves time for.
-async fn spaced_latency(snapshot: &Snapshot, n: usize) -> Stats {
-    let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        let start = Instant::now();
-        let s = snapshot
-            .settle(Call::new("echo", ECHO_INPUT, context("bench")))
             .await;
         samples.push(start.elapsed());
         assert!(
@@ -174,8 +163,9 @@ unsaturated settled echo (1 ms between calls), 1 worker"
                 .unwrap();
             let snapshot = location.snapshot();
             tokio::spawn(async move {
-                spaced_latency(&snapshot, 200).await;
-                spaced_latency(&snapshot, 2_000).await
+                let pause = Duration::from_millis(1);
+                spaced_latency(&snapshot, "echo", 200, pause).await;
+                spaced_latency(&snapshot, "echo", 2_000, pause).await
             })
             .await
             .unwrap()

@@ -155,34 +155,8 @@ impl McpServer {
         let origins = Origins::new(&options.origins).map_err(ServeError::Config)?;
         self.shared.bindings.set_max(options.max_sessions);
         let sessions_end = CancellationToken::new();
-        let sdk = |retry: Option<Duration>| {
-            let mut sessions = SessionConfig::default();
-            sessions.keep_alive = Some(options.session_idle);
-            sessions.sse_retry = retry;
-            let mut manager = LocalSessionManager::default();
-            manager.session_config = sessions;
-            let manager = Arc::new(manager);
-            let shared = self.shared.clone();
-            let service = StreamableHttpService::new(
-                move || {
-                    let connection = format!("http-{}", uuid::Uuid::new_v4().simple());
-                    Ok(Handler::new(shared.clone(), connection))
-                },
-                manager.clone(),
-                config(addr, &options, retry, sessions_end.clone()),
-            );
-            Sdk {
-                service,
-                sessions: manager,
-            }
-        };
-        let auth = match &options.auth {
-            Some(auth) => Some(Arc::new(
-                Authenticator::new(auth, self.shared.location.loader.defaults.tls.clone())
-                    .map_err(ServeError::Config)?,
-            )),
-            None => None,
-        };
+        let sdk = |retry| self.sdk(addr, &options, retry, sessions_end.clone());
+        let auth = self.authenticator(&options)?;
         let replies = TaskTracker::new();
         let guard = Arc::new(Guard {
             auth: auth.clone(),
@@ -225,6 +199,51 @@ impl McpServer {
             sessions_end,
             replies,
         })
+    }
+}
+
+impl McpServer {
+    /// One of the SDK's HTTP services: its sessions kept for the idle time,
+    /// SSE priming with `retry` or none.
+    fn sdk(
+        &self,
+        addr: SocketAddr,
+        options: &HttpOptions,
+        retry: Option<Duration>,
+        sessions_end: CancellationToken,
+    ) -> Sdk {
+        let mut sessions = SessionConfig::default();
+        sessions.keep_alive = Some(options.session_idle);
+        sessions.sse_retry = retry;
+        let mut manager = LocalSessionManager::default();
+        manager.session_config = sessions;
+        let manager = Arc::new(manager);
+        let shared = self.shared.clone();
+        let service = StreamableHttpService::new(
+            move || {
+                let connection = format!("http-{}", uuid::Uuid::new_v4().simple());
+                Ok(Handler::new(shared.clone(), connection))
+            },
+            manager.clone(),
+            config(addr, options, retry, sessions_end),
+        );
+        Sdk {
+            service,
+            sessions: manager,
+        }
+    }
+
+    /// The OAuth checks, when issuers are configured (R40).
+    fn authenticator(
+        &self,
+        options: &HttpOptions,
+    ) -> Result<Option<Arc<Authenticator>>, ServeError> {
+        let Some(auth) = &options.auth else {
+            return Ok(None);
+        };
+        let tls = self.shared.location.loader.defaults.tls.clone();
+        let authenticator = Authenticator::new(auth, tls).map_err(ServeError::Config)?;
+        Ok(Some(Arc::new(authenticator)))
     }
 }
 
