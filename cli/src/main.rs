@@ -142,9 +142,16 @@ enum Command {
     Inspect {
         /// oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST.
         reference: String,
+        /// Also write the manifest's exact bytes to FILE: what a keyless
+        /// signature signs (`python -m sigstore sign FILE`).
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
     },
+    /// Sign a pushed oci:// plugin: with a key (--key), or by attaching a
+    /// keyless Sigstore bundle of its manifest (--bundle).
+    Sign(Box<oci::SignArgs>),
     /// List recorded outcomes from the store, newest first.
     Events(store::EventsArgs),
     /// Print a retained output (the full text behind a bounding marker).
@@ -284,9 +291,12 @@ fn main() -> ExitCode {
             }
             Command::Push(args) => until_signal(oci::push(&args)).await,
             Command::Lock { plugins, common } => until_signal(oci::lock(&plugins, &common)).await,
-            Command::Inspect { reference, common } => {
-                until_signal(oci::inspect(&reference, &common)).await
-            }
+            Command::Inspect {
+                reference,
+                manifest,
+                common,
+            } => until_signal(oci::inspect(&reference, manifest.as_deref(), &common)).await,
+            Command::Sign(args) => until_signal(oci::sign(&args)).await,
             Command::Events(args) => store::events(&args).await,
             Command::Output(args) => store::output(&args).await,
             Command::CompileWorker => unreachable!("handled before the runtime starts"),

@@ -1,6 +1,7 @@
 //! Plugins from OCI registries (R41): the flags every command takes to pull
 //! `oci://` plugins (trust, `--allow-unsigned`, `--locked`, plain HTTP),
-//! and `toolhost push`, `toolhost lock` and `toolhost inspect`.
+//! and `toolhost push`, `toolhost sign`, `toolhost lock` and
+//! `toolhost inspect`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -213,11 +214,90 @@ pub(crate) async fn lock(plugins: &[PathBuf], common: &Common) -> Result<u8, Fai
     Ok(exit::COMPLETED)
 }
 
+/// `toolhost sign oci://REF --key KEY | --bundle FILE`.
+#[derive(Args)]
+#[group(id = "how", required = true, multiple = false, args = ["key", "bundle"])]
+pub(crate) struct SignArgs {
+    /// The pushed plugin: oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST.
+    reference: String,
+    /// Sign with this private key (PKCS#8 PEM, P-256), as `cosign sign
+    /// --key` would.
+    #[arg(long, value_name = "KEY")]
+    key: Option<PathBuf>,
+    /// Attach this Sigstore bundle: a keyless signature of the manifest's
+    /// bytes (`toolhost inspect --manifest FILE`, then `python -m sigstore
+    /// sign FILE` or `cosign sign-blob --bundle`).
+    #[arg(long, value_name = "FILE")]
+    bundle: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `toolhost sign`: adds a key-pair signature or a keyless bundle to a
+/// pushed plugin's signature manifest.
+pub(crate) async fn sign(args: &SignArgs) -> Result<u8, Failure> {
+    let distribution = args.common.distribution()?;
+    let signed = match (&args.key, &args.bundle) {
+        (Some(key), _) => {
+            let key = SigningKey::read(key).map_err(|e| usage(e.into()))?;
+            distribution.sign(&args.reference, &key).await
+        }
+        (None, Some(file)) => {
+            let bundle = read_bundle(file)?;
+            distribution.attach_bundle(&args.reference, &bundle).await
+        }
+        (None, None) => unreachable!("clap requires --key or --bundle"),
+    }
+    .map_err(toolhost::Error::from)?;
+    if args.common.json {
+        stdio::line(&serde_json::to_string(&signed).context("cannot print it")?)?;
+        return Ok(exit::COMPLETED);
+    }
+    stdio::line(&format!("signed {}@{}", signed.reference, signed.digest))?;
+    stdio::line(&match &signed.signer {
+        Some(signer) => format!("signed by {}", crate::terminal::line(signer)),
+        None => "attached; its signer is not trusted by this machine's trust policy".into(),
+    })?;
+    Ok(exit::COMPLETED)
+}
+
+/// A bundle file, bounded as a registry's would be.
+fn read_bundle(path: &Path) -> Result<Vec<u8>, Failure> {
+    let limit = toolhost::oci::MAX_SIGSTORE_BUNDLE_BYTES;
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))
+        .map_err(usage)?
+        .len();
+    if len > limit {
+        return Err(usage(anyhow::anyhow!(
+            "{} is {len} bytes, more than a Sigstore bundle can be ({limit} bytes)",
+            path.display()
+        )));
+    }
+    std::fs::read(path)
+        .with_context(|| format!("cannot read {}", path.display()))
+        .map_err(usage)
+}
+
 /// `toolhost inspect oci://...`: digest, annotations and signers, nothing
-/// run and no component pulled.
-pub(crate) async fn inspect(reference: &str, common: &Common) -> Result<u8, Failure> {
-    let inspection = common
-        .distribution()?
+/// run and no component pulled; with `manifest`, the manifest's bytes
+/// written there.
+pub(crate) async fn inspect(
+    reference: &str,
+    manifest: Option<&Path>,
+    common: &Common,
+) -> Result<u8, Failure> {
+    let distribution = common.distribution()?;
+    if let Some(file) = manifest {
+        let (_, bytes) = distribution
+            .manifest_bytes(reference)
+            .await
+            .map_err(toolhost::Error::from)?;
+        std::fs::write(file, bytes)
+            .with_context(|| format!("cannot write {}", file.display()))
+            .map_err(usage)?;
+    }
+    let inspection = distribution
         .inspect(reference)
         .await
         .map_err(toolhost::Error::from)?;
@@ -238,8 +318,12 @@ pub(crate) async fn inspect(reference: &str, common: &Common) -> Result<u8, Fail
     }
     for signer in &inspection.signatures {
         out.push(match signer {
-            Some(fingerprint) => format!("  signed by trusted key {fingerprint}"),
-            None => "  signed by a key not trusted for this repository".into(),
+            Some(key) if key.starts_with("sha256:") => format!("  signed by trusted key {key}"),
+            Some(signer) => format!(
+                "  signed keylessly by trusted {}",
+                crate::terminal::line(signer)
+            ),
+            None => "  signed by a key or identity not trusted for this repository".into(),
         });
     }
     stdio::line(&out.join("\n"))?;

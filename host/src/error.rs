@@ -386,7 +386,7 @@ pub enum OciError {
     },
     /// No key is trusted for the repository, and it is not allowed unsigned.
     #[error(
-        "{reference} ({digest}) was refused: no trusted key is configured for {repository}; add one (`--trust-key {repository}=KEY.pub` or a trust policy) or, only if you trust the repository, `--allow-unsigned {repository}`"
+        "{reference} ({digest}) was refused: no trusted key or keyless signer is configured for {repository}; add one (`--trust-key {repository}=KEY.pub`, or a trust policy with `keys` or `keyless`) or, only if you trust the repository, `--allow-unsigned {repository}`"
     )]
     NoTrustedKey {
         /// The reference.
@@ -396,9 +396,10 @@ pub enum OciError {
         /// REGISTRY/REPOSITORY.
         repository: String,
     },
-    /// Signatures exist, but none is by a trusted key.
+    /// Signatures exist, but none is by a trusted key or keyless signer.
     #[error(
-        "{reference} ({digest}) was refused: wrong signer: none of its {signatures} signature(s) verifies with a key trusted for {repository}"
+        "{reference} ({digest}) was refused: wrong signer: none of its {signatures} signature(s) is by a key or keyless identity trusted for {repository}{}",
+        keyless.iter().map(|k| format!("; keyless: {k}")).collect::<String>()
     )]
     WrongSigner {
         /// The reference.
@@ -409,6 +410,9 @@ pub enum OciError {
         repository: String,
         /// How many signatures were checked.
         signatures: usize,
+        /// Why each keyless signature that verified was not trusted (the
+        /// identity or issuer its certificate names instead).
+        keyless: Vec<String>,
     },
     /// `--locked`: verified, but not by the signer the lock file names.
     #[error("{reference} ({digest}) was refused: wrong signer: the lock file names signer {locked}, but it is signed by {}; run `toolhost lock` again if the change is expected", found.as_deref().unwrap_or("no trusted key"))]

@@ -13,6 +13,7 @@ use std::process::Command;
 
 use toolhost_tests::exited;
 use toolhost_tests::registry::{Options, Registry};
+use toolhost_tests::sigstore::Instance;
 
 use crate::TEXT_TOOLS;
 
@@ -374,7 +375,10 @@ fn r41_an_unsigned_plugin_is_refused_unless_its_repository_is_allowed_unsigned()
     // No key trusted for it at all: refused too.
     let (code, _, stderr) = setup.echo(&reference, &[]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("no trusted key is configured"), "{stderr}");
+    assert!(
+        stderr.contains("no trusted key or keyless signer is configured"),
+        "{stderr}"
+    );
     assert_eq!(setup.compiled(), 0, "nothing compiled");
 
     // Allowed unsigned, explicitly: it loads.
@@ -712,4 +716,149 @@ fn r41_serve_watch_serves_an_oci_plugin() {
     );
     let reply = served.call(1, "echo", serde_json::json!({"message": "watched"}));
     assert_eq!(reply["result"]["content"][0]["text"], "watched", "{reply}");
+}
+
+/// The identity and issuer the keyless tests trust.
+const RELEASER: (&str, &str) = ("release@acme.test", "https://issuer.acme.test");
+
+impl Setup {
+    /// Writes the instance's trusted root and a policy trusting `signer`
+    /// keylessly for the repository; the policy's path.
+    fn keyless_policy(&self, instance: &Instance, (identity, issuer): (&str, &str)) -> String {
+        std::fs::write(self.path("trusted_root.json"), instance.trusted_root()).unwrap();
+        let policy = self.path("keyless.toml");
+        std::fs::write(
+            &policy,
+            format!(
+                "[[trust]]\nrepository = \"{}\"\nkeyless = [{{ identity = \"{identity}\", issuer = \"{issuer}\" }}]\ntrusted-root = \"trusted_root.json\"\n",
+                self.repository()
+            ),
+        )
+        .unwrap();
+        policy.display().to_string()
+    }
+
+    /// The manifest bytes of `tag` (`inspect --manifest`), signed keylessly
+    /// by `signer` of `instance` and attached with `toolhost sign --bundle`.
+    fn sign_keyless(&self, tag: &str, instance: &Instance, (identity, issuer): (&str, &str)) {
+        let reference = self.reference(tag);
+        let file = self.path("manifest.json");
+        let (code, _, stderr) = self.toolhost(&[
+            "inspect",
+            &reference,
+            "--manifest",
+            file.to_str().unwrap(),
+            "--allow-unsigned",
+            &self.repository(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        let bundle = instance.sign(&std::fs::read(&file).unwrap(), identity, issuer);
+        std::fs::write(self.path("bundle.json"), bundle).unwrap();
+        let bundle = self.path("bundle.json");
+        let (code, _, stderr) =
+            self.toolhost(&["sign", &reference, "--bundle", bundle.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+    }
+}
+
+#[test]
+fn r41_a_keyless_signature_by_the_trusted_identity_loads_and_is_locked_and_checked_offline() {
+    let setup = Setup::new();
+    let instance = Instance::new();
+    let digest = setup.push(TEXT_TOOLS, "1.0", None);
+    setup.sign_keyless("1.0", &instance, RELEASER);
+    let policy = setup.keyless_policy(&instance, RELEASER);
+    let reference = setup.reference("1.0");
+    let signer = format!("{}#{}", RELEASER.1, RELEASER.0);
+
+    let (code, stdout, stderr) = setup.toolhost(&["inspect", &reference, "--trust", &policy]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(&format!("signed keylessly by trusted {signer}")),
+        "{stdout}"
+    );
+    assert_eq!(setup.compiled(), 0, "inspect compiles nothing");
+
+    let (code, stdout, stderr) = setup.echo(&reference, &["--trust", &policy]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+
+    let manifest = setup.manifest(&reference);
+    let (code, _, stderr) =
+        setup.toolhost(&["lock", manifest.to_str().unwrap(), "--trust", &policy]);
+    assert_eq!(code, 0, "{stderr}");
+    let lock = pins(&setup.path("toolhost.lock"));
+    let pin = &lock["plugin"].as_array().unwrap()[0];
+    assert_eq!(pin["reference"].as_str(), Some(reference.as_str()), "{pin}");
+    assert_eq!(pin["digest"].as_str(), Some(digest.as_str()), "{pin}");
+    assert_eq!(pin["signer"].as_str(), Some(signer.as_str()), "{pin}");
+
+    // Offline: the stored bundle is verified again, against the same root.
+    setup.registry.stop();
+    let (code, stdout, stderr) = setup.echo(
+        manifest.to_str().unwrap(),
+        &["--locked", "--trust", &policy],
+    );
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+}
+
+#[test]
+fn r41_a_keyless_signature_by_another_identity_or_issuer_is_refused_before_compiling() {
+    let setup = Setup::new();
+    let instance = Instance::new();
+    let policy = setup.keyless_policy(&instance, RELEASER);
+    for (tag, signer) in [
+        ("other-identity", ("intruder@acme.test", RELEASER.1)),
+        ("other-issuer", (RELEASER.0, "https://issuer.evil.test")),
+    ] {
+        let digest = setup.push(TEXT_TOOLS, tag, None);
+        setup.sign_keyless(tag, &instance, signer);
+        let reference = setup.reference(tag);
+        let (code, _, stderr) = setup.echo(&reference, &["--trust", &policy]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(
+            stderr.contains(&format!("{reference} ({digest}) was refused: wrong signer")),
+            "{stderr}"
+        );
+        let named = if tag == "other-identity" {
+            signer.0
+        } else {
+            signer.1
+        };
+        assert!(
+            stderr.contains(named),
+            "the error names who signed: {stderr}"
+        );
+    }
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+}
+
+#[test]
+fn r41_a_keyless_bundle_from_an_untrusted_instance_or_for_another_manifest_is_refused() {
+    let setup = Setup::new();
+    let (trusted, stranger) = (Instance::new(), Instance::new());
+    let policy = setup.keyless_policy(&trusted, RELEASER);
+    let digest = setup.push(TEXT_TOOLS, "1.0", None);
+    setup.sign_keyless("1.0", &stranger, RELEASER);
+    let reference = setup.reference("1.0");
+    let (code, _, stderr) = setup.echo(&reference, &["--trust", &policy]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{reference} ({digest}) was refused: bad signature: bad bundle"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+
+    // A bundle of other bytes is not attached at all.
+    let bundle = setup.path("other.json");
+    std::fs::write(
+        &bundle,
+        trusted.sign(b"another manifest", RELEASER.0, RELEASER.1),
+    )
+    .unwrap();
+    let (code, _, stderr) =
+        setup.toolhost(&["sign", &reference, "--bundle", bundle.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not this manifest"), "{stderr}");
 }

@@ -14,6 +14,7 @@ use toolhost::{Call, CallContext, Host, HostBuilder, Settlement, Snapshot, Tool,
 pub mod outcomes;
 pub mod postgres;
 pub mod registry;
+pub mod sigstore;
 pub mod wait;
 
 pub use outcomes::{completed, error_message, names, output, text, texts};

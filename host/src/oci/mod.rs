@@ -10,6 +10,7 @@
 //! [`TrustPolicy`] before a byte of it is compiled. A digest already pulled
 //! loads offline.
 
+mod keyless;
 mod lock;
 mod reference;
 mod sign;
@@ -28,6 +29,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, RegistryOperation};
 use serde::{Deserialize, Serialize};
 
+pub use keyless::{KeylessSigner, MAX_SIGSTORE_BUNDLE_BYTES, SigstoreRoot};
 pub use lock::{LOCK_FILE, Lock, Locked};
 pub use reference::OciReference;
 pub use sign::{PublicKey, SigningKey};
@@ -44,6 +46,20 @@ pub const MAX_OCI_MANIFEST_BYTES: u64 = 4 << 20;
 
 /// The largest wasm config blob accepted: it lists a few digests and names.
 pub const MAX_OCI_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Signatures found for one artifact: cosign simple-signing (payload,
+/// signature) pairs and Sigstore bundles.
+#[derive(Default)]
+struct Signatures {
+    simple: Vec<(Vec<u8>, Vec<u8>)>,
+    bundles: Vec<Vec<u8>>,
+}
+
+impl Signatures {
+    fn len(&self) -> usize {
+        self.simple.len() + self.bundles.len()
+    }
+}
 
 /// The largest signature payload accepted: cosign's is about 250 bytes.
 pub const MAX_SIGNATURE_PAYLOAD_BYTES: u64 = 64 << 10;
@@ -471,30 +487,11 @@ impl Distribution {
         let parsed = OciReference::parse(reference)?;
         bounded(&parsed, async {
             let mut session = self.session(&parsed).await?;
-            let digest = match parsed.digest() {
-                Some(digest) => digest.to_owned(),
-                None => {
-                    let (digest, bytes) =
-                        session.resolve().await.map_err(|f| f.into_error(&parsed))?;
-                    self.keep(digest, &bytes)?
-                }
-            };
+            let digest = self.resolve(&mut session).await?;
             let manifest = self.manifest(&mut session, &digest).await?;
             let layer = wasm_layer(&parsed, &digest, &manifest, u64::MAX)?;
-            let keys = self.trust.keys(&parsed.repository_path());
-            let signatures = self
-                .signatures(&mut session, &digest)
-                .await?
-                .into_iter()
-                .map(|(payload, signature)| {
-                    keys.iter()
-                        .find(|k| {
-                            k.verifies(&payload, &signature)
-                                && sign::check_payload(&payload, &digest).is_ok()
-                        })
-                        .map(|k| k.fingerprint().to_owned())
-                })
-                .collect();
+            let signatures = self.signatures(&mut session, &digest).await?;
+            let signatures = self.signers(&parsed.repository_path(), &digest, &signatures);
             Ok(Inspection {
                 reference: parsed.to_string(),
                 digest,
@@ -551,7 +548,7 @@ impl Distribution {
             };
             let digest = session.push_manifest(&parsed, &manifest).await?;
             let signer = match key {
-                Some(key) => Some(self.sign(&mut session, &digest, key).await?),
+                Some(key) => Some(self.sign_digest(&mut session, &digest, key).await?),
                 None => None,
             };
             Ok(Pushed {
@@ -563,21 +560,147 @@ impl Distribution {
         .await
     }
 
+    /// The exact bytes of `reference`'s manifest and their digest: what a
+    /// keyless signature signs (`python -m sigstore sign`, `cosign
+    /// sign-blob --bundle`), to attach with [`Distribution::attach_bundle`].
+    pub async fn manifest_bytes(&self, reference: &str) -> Result<(String, Vec<u8>), OciError> {
+        let parsed = OciReference::parse(reference)?;
+        bounded(&parsed, async {
+            let mut session = self.session(&parsed).await?;
+            let digest = self.resolve(&mut session).await?;
+            self.manifest(&mut session, &digest).await?;
+            let bytes = self
+                .blobs
+                .read(&digest, MAX_OCI_MANIFEST_BYTES)
+                .ok_or_else(|| session.refused("the stored manifest cannot be read".into()))?;
+            Ok((digest, bytes))
+        })
+        .await
+    }
+
+    /// Attaches a Sigstore bundle (JSON) that signs `reference`'s manifest
+    /// to its signature manifest, keeping the signatures already there. The
+    /// signer is named when this distribution's trust policy trusts it.
+    pub async fn attach_bundle(&self, reference: &str, bundle: &[u8]) -> Result<Pushed, OciError> {
+        let parsed = OciReference::parse(reference)?;
+        bounded(&parsed, async {
+            let mut session = self.session(&parsed).await?;
+            session.authenticate(RegistryOperation::Push).await?;
+            let digest = self.resolve(&mut session).await?;
+            if bundle.len() as u64 > MAX_SIGSTORE_BUNDLE_BYTES {
+                return Err(too_large(
+                    &parsed,
+                    &digest,
+                    "Sigstore bundle",
+                    MAX_SIGSTORE_BUNDLE_BYTES,
+                ));
+            }
+            keyless::check_attachable(bundle, &digest).map_err(|reason| {
+                OciError::BadSignature {
+                    reference: parsed.to_string(),
+                    digest: digest.clone(),
+                    reason: format!("bad bundle: {reason}"),
+                }
+            })?;
+            let layer = Descriptor::of(keyless::BUNDLE_MEDIA_TYPE, bundle);
+            self.add_signature(&mut session, &digest, layer, bundle.to_vec())
+                .await?;
+            let signer = keyless::verify_any(
+                &self.trust.keyless(&parsed.repository_path()),
+                bundle,
+                &digest,
+            )
+            .ok();
+            Ok(Pushed {
+                reference: parsed.to_string(),
+                digest,
+                signer,
+            })
+        })
+        .await
+    }
+
+    /// The manifest digest `session`'s reference names: its own, or what
+    /// its tag resolves to (that manifest stored).
+    async fn resolve(&self, session: &mut Session<'_>) -> Result<String, OciError> {
+        let reference = session.reference;
+        match reference.digest() {
+            Some(digest) => Ok(digest.to_owned()),
+            None => {
+                let (digest, bytes) = session
+                    .resolve()
+                    .await
+                    .map_err(|f| f.into_error(reference))?;
+                self.keep(digest, &bytes)
+            }
+        }
+    }
+
+    /// For each signature found, its signer if one trusted for
+    /// `repository` verifies it, else `None`.
+    fn signers(&self, repository: &str, digest: &str, found: &Signatures) -> Vec<Option<String>> {
+        let keys = self.trust.keys(repository);
+        let keyless = self.trust.keyless(repository);
+        let simple = found.simple.iter().map(|(payload, signature)| {
+            keys.iter()
+                .find(|k| {
+                    k.verifies(payload, signature) && sign::check_payload(payload, digest).is_ok()
+                })
+                .map(|k| k.fingerprint().to_owned())
+        });
+        let bundles = found
+            .bundles
+            .iter()
+            .map(|bundle| keyless::verify_any(&keyless, bundle, digest).ok());
+        simple.chain(bundles).collect()
+    }
+
+    /// Signs the artifact `reference` names (already pushed) with `key`,
+    /// keeping the signatures already there.
+    pub async fn sign(&self, reference: &str, key: &SigningKey) -> Result<Pushed, OciError> {
+        let parsed = OciReference::parse(reference)?;
+        bounded(&parsed, async {
+            let mut session = self.session(&parsed).await?;
+            session.authenticate(RegistryOperation::Push).await?;
+            let digest = self.resolve(&mut session).await?;
+            let signer = self.sign_digest(&mut session, &digest, key).await?;
+            Ok(Pushed {
+                reference: parsed.to_string(),
+                digest,
+                signer: Some(signer),
+            })
+        })
+        .await
+    }
+
     /// Adds a signature of the manifest `digest` by `key` to its signature
-    /// manifest (`sha256-HEX.sig`), keeping the signatures already there.
-    async fn sign(
+    /// manifest.
+    async fn sign_digest(
         &self,
         session: &mut Session<'_>,
         digest: &str,
         key: &SigningKey,
     ) -> Result<String, OciError> {
-        let reference = session.reference;
-        let payload = sign::payload(&reference.repository_path(), digest);
+        let payload = sign::payload(&session.reference.repository_path(), digest);
         let signature = key.sign(&payload).map_err(|e| session.refused(e))?;
         let mut layer = Descriptor::of(sign::SIMPLE_SIGNING, &payload);
         layer
             .annotations
             .insert(sign::SIGNATURE_ANNOTATION.into(), sign::encode(&signature));
+        self.add_signature(session, digest, layer, payload).await?;
+        Ok(key.public_key().fingerprint().to_owned())
+    }
+
+    /// Adds `layer` (its content `blob`) to the signature manifest of the
+    /// manifest `digest` (`sha256-HEX.sig`), keeping the layers already there.
+    async fn add_signature(
+        &self,
+        session: &mut Session<'_>,
+        digest: &str,
+        layer: Descriptor,
+        blob: Vec<u8>,
+    ) -> Result<(), OciError> {
+        let reference = session.reference;
         let tag = reference.at_tag(&sign::signature_tag(digest));
         let mut layers = match session.manifest_bytes(&tag, "signature manifest").await {
             Ok(bytes) => serde_json::from_slice::<Manifest>(&bytes)
@@ -598,9 +721,7 @@ impl Distribution {
         .map_err(|e| session.refused(e.to_string()))?;
         let config_descriptor = Descriptor::of(OCI_IMAGE_CONFIG, &config);
         session.push_blob(&config_descriptor, config).await?;
-        session
-            .push_blob(&layers[layers.len() - 1], payload)
-            .await?;
+        session.push_blob(&layers[layers.len() - 1], blob).await?;
         let manifest = Manifest {
             schema_version: 2,
             media_type: Some(OCI_MANIFEST.into()),
@@ -609,7 +730,7 @@ impl Distribution {
             annotations: BTreeMap::new(),
         };
         session.push_manifest(&tag, &manifest).await?;
-        Ok(key.public_key().fingerprint().to_owned())
+        Ok(())
     }
 
     /// A session for `reference`'s registry: HTTPS, or plain HTTP when the
@@ -743,8 +864,9 @@ impl Distribution {
         let reference = session.reference;
         let repository = reference.repository_path();
         let keys = self.trust.keys(&repository);
+        let keyless = self.trust.keyless(&repository);
         let unsigned = self.trust.unsigned_allowed(&repository);
-        if keys.is_empty() {
+        if keys.is_empty() && keyless.is_empty() {
             return if unsigned {
                 Ok(None)
             } else {
@@ -757,12 +879,20 @@ impl Distribution {
         }
         let signatures = self.signatures(session, digest).await?;
         let mut bad = None;
-        for (payload, signature) in &signatures {
+        for (payload, signature) in &signatures.simple {
             if let Some(key) = keys.iter().find(|k| k.verifies(payload, signature)) {
                 match sign::check_payload(payload, digest) {
                     Ok(()) => return Ok(Some(key.fingerprint().to_owned())),
                     Err(reason) => bad = Some(reason),
                 }
+            }
+        }
+        let mut other_signers = Vec::new();
+        for bundle in &signatures.bundles {
+            match keyless::verify_any(&keyless, bundle, digest) {
+                Ok(signer) => return Ok(Some(signer)),
+                Err(keyless::Failure::WrongSigner(why)) => other_signers.push(why),
+                Err(keyless::Failure::BadBundle(why)) => bad = Some(format!("bad bundle: {why}")),
             }
         }
         if unsigned {
@@ -775,7 +905,7 @@ impl Distribution {
                 digest,
                 reason,
             },
-            None if signatures.is_empty() => OciError::Unsigned {
+            None if signatures.len() == 0 => OciError::Unsigned {
                 reference,
                 digest,
                 repository,
@@ -785,18 +915,19 @@ impl Distribution {
                 digest,
                 repository,
                 signatures: signatures.len(),
+                keyless: other_signers,
             },
         })
     }
 
-    /// The (payload, signature) pairs of the manifest `digest`'s cosign
-    /// signature manifest: pulled when the registry is reachable, else the
-    /// ones stored when it last was. At most [`MAX_SIGNATURES`].
+    /// The signatures in the manifest `digest`'s cosign signature
+    /// manifest: pulled when the registry is reachable, else the ones stored
+    /// when it last was. At most [`MAX_SIGNATURES`].
     async fn signatures(
         &self,
         session: &mut Session<'_>,
         digest: &str,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, OciError> {
+    ) -> Result<Signatures, OciError> {
         let reference = session.reference;
         let tag = reference.at_tag(&sign::signature_tag(digest));
         let bytes = match session.offline {
@@ -808,7 +939,7 @@ impl Distribution {
                     self.blobs.set_signatures(digest, &found)?;
                     Some(bytes)
                 }
-                Err(Failure::NotFound) => return Ok(Vec::new()),
+                Err(Failure::NotFound) => return Ok(Signatures::default()),
                 Err(Failure::Unreachable(why)) => {
                     session.offline = Some(why);
                     None
@@ -824,7 +955,7 @@ impl Distribution {
                 .and_then(|d| self.blobs.read(&d, MAX_OCI_MANIFEST_BYTES))
             {
                 Some(bytes) => bytes,
-                None => return Ok(Vec::new()),
+                None => return Ok(Signatures::default()),
             },
         };
         let manifest: Manifest =
@@ -833,13 +964,20 @@ impl Distribution {
                 digest: digest.to_owned(),
                 reason: format!("its signature manifest is not an OCI image manifest ({e})"),
             })?;
-        let mut out = Vec::new();
+        let mut out = Signatures::default();
         for layer in manifest
             .layers
             .iter()
-            .filter(|l| l.media_type == sign::SIMPLE_SIGNING)
+            .filter(|l| l.media_type == sign::SIMPLE_SIGNING || keyless::is_bundle(&l.media_type))
             .take(MAX_SIGNATURES)
         {
+            if keyless::is_bundle(&layer.media_type) {
+                let bundle = self
+                    .blob(session, layer, MAX_SIGSTORE_BUNDLE_BYTES, "Sigstore bundle")
+                    .await?;
+                out.bundles.push(bundle);
+                continue;
+            }
             let Some(signature) = layer
                 .annotations
                 .get(sign::SIGNATURE_ANNOTATION)
@@ -855,7 +993,7 @@ impl Distribution {
                     "signature payload",
                 )
                 .await?;
-            out.push((payload, signature));
+            out.simple.push((payload, signature));
         }
         Ok(out)
     }

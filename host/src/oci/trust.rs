@@ -1,12 +1,13 @@
-//! The trust policy: which keys may sign the plugins of which repositories,
-//! and which repositories may be loaded unsigned. Deny by default: a
-//! repository no rule names is refused.
+//! The trust policy: which keys and keyless identities may sign the plugins
+//! of which repositories, and which repositories may be loaded unsigned.
+//! Deny by default: a repository no rule names is refused.
 
 use std::path::Path;
 
 use serde::Deserialize;
 use wildmatch::WildMatch;
 
+use super::keyless::{KeylessSigner, SigstoreRoot};
 use super::sign::PublicKey;
 use crate::error::OciError;
 use crate::files::read_regular_file;
@@ -14,12 +15,13 @@ use crate::files::read_regular_file;
 /// The largest trust policy file read.
 const MAX_POLICY_BYTES: u64 = 1024 * 1024;
 
-/// Keys per repository pattern, and repositories allowed unsigned. A
-/// pattern matches `REGISTRY/REPOSITORY`; `*` matches any run of
-/// characters (`/` too), `?` one.
+/// Keys and keyless signers per repository pattern, and repositories
+/// allowed unsigned. A pattern matches `REGISTRY/REPOSITORY`; `*` matches
+/// any run of characters (`/` too), `?` one.
 #[derive(Debug, Clone, Default)]
 pub struct TrustPolicy {
     rules: Vec<(String, PublicKey)>,
+    keyless: Vec<(String, KeylessSigner)>,
     unsigned: Vec<String>,
 }
 
@@ -37,7 +39,18 @@ struct RuleFile {
     #[serde(default)]
     keys: Vec<String>,
     #[serde(default)]
+    keyless: Vec<KeylessFile>,
+    #[serde(default, rename = "trusted-root")]
+    trusted_root: Option<String>,
+    #[serde(default)]
     unsigned: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeylessFile {
+    identity: String,
+    issuer: String,
 }
 
 impl TrustPolicy {
@@ -49,6 +62,17 @@ impl TrustPolicy {
     /// Trusts `key` to sign plugins of the repositories `pattern` matches.
     pub fn trust(mut self, pattern: impl Into<String>, key: PublicKey) -> TrustPolicy {
         self.rules.push((pattern.into(), key));
+        self
+    }
+
+    /// Trusts keyless (Sigstore) signatures by `signer` for the
+    /// repositories `pattern` matches.
+    pub fn trust_keyless(
+        mut self,
+        pattern: impl Into<String>,
+        signer: KeylessSigner,
+    ) -> TrustPolicy {
+        self.keyless.push((pattern.into(), signer));
         self
     }
 
@@ -66,6 +90,11 @@ impl TrustPolicy {
     /// [[trust]]
     /// repository = "ghcr.io/acme/*"
     /// keys = ["acme.pub"]          # relative to this file
+    ///
+    /// [[trust]]                   # keyless: Sigstore bundles
+    /// repository = "ghcr.io/acme/*"
+    /// keyless = [{ identity = "https://github.com/acme/tools/.github/workflows/release.yml@refs/heads/main", issuer = "https://token.actions.githubusercontent.com" }]
+    /// trusted-root = "trusted_root.json"  # default: Sigstore's public-good root
     ///
     /// [[trust]]
     /// repository = "127.0.0.1:5000/scratch/*"
@@ -87,6 +116,16 @@ impl TrustPolicy {
                 self.rules
                     .push((rule.repository.clone(), PublicKey::read(&base.join(key))?));
             }
+            if !rule.keyless.is_empty() {
+                let root = match &rule.trusted_root {
+                    Some(file) => SigstoreRoot::read(&base.join(file))?,
+                    None => SigstoreRoot::public_good()?,
+                };
+                for signer in rule.keyless {
+                    let signer = KeylessSigner::new(signer.identity, signer.issuer, root.clone());
+                    self.keyless.push((rule.repository.clone(), signer));
+                }
+            }
             if rule.unsigned {
                 self.unsigned.push(rule.repository);
             }
@@ -100,6 +139,15 @@ impl TrustPolicy {
             .iter()
             .filter(|(pattern, _)| WildMatch::new(pattern).matches(repository))
             .map(|(_, key)| key)
+            .collect()
+    }
+
+    /// The keyless signers trusted for `repository`.
+    pub(crate) fn keyless(&self, repository: &str) -> Vec<&KeylessSigner> {
+        self.keyless
+            .iter()
+            .filter(|(pattern, _)| WildMatch::new(pattern).matches(repository))
+            .map(|(_, signer)| signer)
             .collect()
     }
 
