@@ -850,6 +850,25 @@ fn r41_a_keyless_bundle_from_an_untrusted_instance_or_for_another_manifest_is_re
     );
     assert_eq!(setup.compiled(), 0, "nothing compiled");
 
+    // Rules may name different roots: the second one's bundle verifies.
+    std::fs::write(setup.path("stranger_root.json"), stranger.trusted_root()).unwrap();
+    let both = setup.path("both.toml");
+    let rule = |root: &str| {
+        format!(
+            "[[trust]]\nrepository = \"{}\"\nkeyless = [{{ identity = \"{}\", issuer = \"{}\" }}]\ntrusted-root = \"{root}\"\n",
+            setup.repository(),
+            RELEASER.0,
+            RELEASER.1
+        )
+    };
+    std::fs::write(
+        &both,
+        rule("trusted_root.json") + &rule("stranger_root.json"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = setup.echo(&reference, &["--trust", both.to_str().unwrap()]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+
     // A bundle of other bytes is not attached at all.
     let bundle = setup.path("other.json");
     std::fs::write(

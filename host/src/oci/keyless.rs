@@ -153,7 +153,8 @@ pub(crate) fn is_bundle(media_type: &str) -> bool {
 
 /// The name of the first of `signers` for whom the bundle (JSON bytes)
 /// signs the manifest `digest`; else why not: a wrong signer when it
-/// verified but named someone else, else a bad bundle.
+/// verified for some signer's root but named someone else, else a bad
+/// bundle. Every signer is tried: rules may name different roots.
 pub(crate) fn verify_any(
     signers: &[&KeylessSigner],
     bundle: &[u8],
@@ -161,15 +162,17 @@ pub(crate) fn verify_any(
 ) -> Result<String, Failure> {
     let bundle = parse_bundle(bundle).map_err(Failure::BadBundle)?;
     let digest = manifest_hash(digest).map_err(Failure::BadBundle)?;
-    let mut failure = Failure::WrongSigner("no keyless signer is trusted here".into());
+    let (mut wrong, mut bad) = (None, None);
     for signer in signers {
         match signer.verify(&bundle, &digest) {
             Ok(()) => return Ok(signer.name()),
-            Err(bad @ Failure::BadBundle(_)) => return Err(bad),
-            Err(wrong) => failure = wrong,
+            Err(failure @ Failure::WrongSigner(_)) => wrong = Some(failure),
+            Err(failure @ Failure::BadBundle(_)) => bad = Some(failure),
         }
     }
-    Err(failure)
+    Err(wrong
+        .or(bad)
+        .unwrap_or_else(|| Failure::WrongSigner("no keyless signer is trusted here".into())))
 }
 
 /// Checks that a bundle about to be attached to the manifest `digest` is a
