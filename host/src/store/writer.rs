@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sqlx::AnyConnection;
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection};
 use sqlx::{AnyPool, Executor as _, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
@@ -66,6 +67,44 @@ pub(super) struct Counters {
     events: AtomicU64,
 }
 
+/// The writer's own SQLite connection, kept between batches (acquiring one
+/// from the pool costs a round trip to SQLite's worker thread for its
+/// ping), and the `synchronous` mode last set on it, so a batch sets it
+/// only when it changes. Dropped after any failure: the next batch starts
+/// afresh. A Postgres connection is not kept: the server may close it, and
+/// the pool's ping on acquiring replaces one it closed.
+struct Held {
+    db: PoolConnection<Any>,
+    synced: Option<bool>,
+}
+
+impl Held {
+    /// The held connection, acquired when there is none.
+    async fn get<'a>(held: &'a mut Option<Held>, pool: &AnyPool) -> sqlx::Result<&'a mut Held> {
+        if held.is_none() {
+            let db = pool.acquire().await?;
+            *held = Some(Held { db, synced: None });
+        }
+        Ok(held.as_mut().expect("acquired above"))
+    }
+
+    /// On SQLite, syncs commits to disk (`durable`) or lets them wait for
+    /// the next synced one.
+    async fn synchronous(&mut self, backend: Backend, durable: bool) -> sqlx::Result<()> {
+        if backend != Backend::Sqlite || self.synced == Some(durable) {
+            return Ok(());
+        }
+        let pragma = if durable {
+            "PRAGMA synchronous = FULL"
+        } else {
+            "PRAGMA synchronous = NORMAL"
+        };
+        self.db.execute(pragma).await?;
+        self.synced = Some(durable);
+        Ok(())
+    }
+}
+
 /// Applies batches until every sender is gone.
 pub(super) async fn run(
     pool: AnyPool,
@@ -73,6 +112,7 @@ pub(super) async fn run(
     mut queue: mpsc::Receiver<Write>,
     counters: Arc<Counters>,
 ) {
+    let mut held = None;
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = queue.recv().await {
         batch.push(first);
@@ -84,13 +124,19 @@ pub(super) async fn run(
         }
         let writes = std::mem::take(&mut batch);
         let count = writes.len() as u64;
-        match commit(&pool, backend, writes, &counters.events).await {
+        match commit(&pool, &mut held, backend, writes, &counters.events).await {
             Ok(done) => {
                 counters.commits.fetch_add(1, Ordering::Relaxed);
                 counters.writes.fetch_add(count, Ordering::Relaxed);
                 done.into_iter().for_each(answer);
             }
-            Err((waiting, e)) => waiting.into_iter().for_each(|w| fail(w, &e)),
+            Err((waiting, e)) => {
+                held = None;
+                waiting.into_iter().for_each(|w| fail(w, &e));
+            }
+        }
+        if backend != Backend::Sqlite {
+            held = None;
         }
     }
 }
@@ -101,31 +147,28 @@ pub(super) async fn run(
 /// synced commit of an outcome makes every earlier commit durable too.
 async fn commit(
     pool: &AnyPool,
+    held: &mut Option<Held>,
     backend: Backend,
     writes: Vec<Write>,
     events: &AtomicU64,
 ) -> Result<Vec<Done>, (Vec<Done>, String)> {
     let durable = writes.iter().any(|w| matches!(w, Write::Record { .. }));
-    let mut db = match pool.acquire().await {
-        Ok(db) => db,
+    let held = match Held::get(held, pool).await {
+        Ok(held) => held,
         Err(e) => return Err((writes.into_iter().map(pending).collect(), e.to_string())),
     };
+    if let Err(e) = held.synchronous(backend, durable).await {
+        return Err((writes.into_iter().map(pending).collect(), e.to_string()));
+    }
+    let db = &mut held.db;
     if let [write] = writes.as_slice()
         && is_one_statement(write)
         && (backend == Backend::Sqlite || durable)
     {
-        return commit_alone(&mut db, backend, durable, writes, events).await;
+        return commit_alone(db, writes, events).await;
     }
     let begun = async {
-        if backend == Backend::Sqlite {
-            let sync = if durable {
-                "PRAGMA synchronous = FULL"
-            } else {
-                "PRAGMA synchronous = NORMAL"
-            };
-            db.execute(sync).await?;
-        }
-        let mut tx = sqlx::Acquire::begin(&mut db).await?;
+        let mut tx = sqlx::Acquire::begin(&mut **db).await?;
         if backend == Backend::Postgres && !durable {
             tx.execute("SET LOCAL synchronous_commit = off").await?;
         }
@@ -174,21 +217,9 @@ fn is_one_statement(write: &Write) -> bool {
 /// SQLite synced to disk only when it records an outcome.
 async fn commit_alone(
     db: &mut AnyConnection,
-    backend: Backend,
-    durable: bool,
     mut writes: Vec<Write>,
     events: &AtomicU64,
 ) -> Result<Vec<Done>, (Vec<Done>, String)> {
-    if backend == Backend::Sqlite {
-        let sync = if durable {
-            "PRAGMA synchronous = FULL"
-        } else {
-            "PRAGMA synchronous = NORMAL"
-        };
-        if let Err(e) = db.execute(sync).await {
-            return Err((writes.into_iter().map(pending).collect(), e.to_string()));
-        }
-    }
     let Some(write) = writes.pop() else {
         return Ok(Vec::new());
     };
