@@ -22,6 +22,13 @@ use crate::store::StoreArgs;
 use crate::units::{parse_duration, parse_size};
 use crate::{Failure, grants, prompt};
 
+/// Instance slots of a command that makes its calls and exits (`call`,
+/// `list`, `check`, `compile`, `push`): its activations plus the calls it
+/// runs at once. The pooling allocator prepares every slot when the host
+/// starts (a guard page per stack), so `serve`'s default of 1,000 would
+/// cost a one-shot command milliseconds.
+const ONE_SHOT_MAX_INSTANCES: u32 = 128;
+
 /// Flags every command takes.
 #[derive(Args, Clone)]
 pub(crate) struct Common {
@@ -131,7 +138,9 @@ impl Common {
             .rules(Rules(self.allow.clone()))
             .budget(Budget::default().with(&self.overrides()));
         if !warm {
-            builder = builder.warm_instances(0, toolhost::limits::WARM_IDLE);
+            builder = builder
+                .warm_instances(0, toolhost::limits::WARM_IDLE)
+                .max_instances(ONE_SHOT_MAX_INSTANCES);
         }
         if self.code_mode {
             builder = builder.code_mode(interpreter()?);
