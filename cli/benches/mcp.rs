@@ -7,9 +7,12 @@
 //! Beside each, the floor: a native `echo` served by the same SDK (this
 //! binary, re-run as `--floor-stdio` or `--floor-http`), driven by the same
 //! client, and the ratio of Toolhost to it.
-//! `cargo bench -p toolhost-cli --bench mcp`.
+//! `cargo bench -p toolhost-cli --bench mcp`; `-- --callgrind`: only the
+//! instructions each stdio server executes per call, counted by callgrind
+//! (valgrind), which load on the machine does not move.
 
-use std::io::BufRead as _;
+use std::ffi::OsString;
+use std::io::{BufRead as _, Write as _};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -29,6 +32,10 @@ const TOOLHOST: &str = env!("CARGO_BIN_EXE_toolhost");
 
 /// Calls measured per series, after as many for warming up.
 const CALLS: u32 = 2_000;
+
+/// Calls a callgrind count is taken over: a run of twice as many minus a
+/// run of this many, so start-up and shutdown cancel out.
+const CALLGRIND_CALLS: u32 = 200;
 
 fn echo() -> CallToolRequestParams {
     let arguments = json!({"message": "hello"});
@@ -256,6 +263,111 @@ async fn over_http(url: &str, clients: u32) -> f64 {
     f64::from(per_client * clients) / start.elapsed().as_secs_f64()
 }
 
+/// Instructions the stdio server `server` (program and arguments)
+/// executes per `echo` call.
+fn instructions_per_call(server: &[OsString]) -> f64 {
+    let short = instructions(server, CALLGRIND_CALLS);
+    let long = instructions(server, 2 * CALLGRIND_CALLS);
+    long.saturating_sub(short) as f64 / f64::from(CALLGRIND_CALLS)
+}
+
+/// Callgrind's instruction count for a run of `server` that initializes
+/// and answers `calls` sequential `echo` calls (newline-delimited JSON-RPC
+/// on its stdin and stdout), then sees its stdin close.
+fn instructions(server: &[OsString], calls: u32) -> u64 {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new("valgrind")
+        .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .arg("--smc-check=all-non-file")
+        .arg(format!("--log-file={}", log.path().display()))
+        .args(server)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("valgrind (Debian's `valgrind` package)");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut ask = |id: u32, method: &str, params: serde_json::Value| {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "the server stopped"
+            );
+            let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if reply["id"] == id {
+                assert!(reply.get("result").is_some(), "{reply}");
+                break;
+            }
+        }
+        if method == "initialize" {
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            writeln!(stdin, "{initialized}").unwrap();
+            stdin.flush().unwrap();
+        }
+    };
+    let client = json!({"name": "callgrind", "version": "1"});
+    ask(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}),
+    );
+    for id in 1..=calls {
+        ask(
+            id,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "hello"}}),
+        );
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    text.lines()
+        .find_map(|l| l.split("Collected :").nth(1))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in callgrind's log:\n{text}"))
+}
+
+/// The callgrind section: `toolhost serve` (its pool small enough for
+/// valgrind's address space) and the floor, per call. The cache is warmed
+/// under valgrind too: code compiled for the real CPU's features (AVX-512
+/// here) does not load on the CPU valgrind emulates.
+fn callgrind(cache: &std::path::Path, state: &std::path::Path) {
+    let compiled = Command::new("valgrind")
+        .args(["-q", "--tool=none", "--trace-children=yes", TOOLHOST])
+        .args(["compile", TEXT_TOOLS, "--max-instances", "4", "--cache-dir"])
+        .arg(cache)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(compiled.success());
+    let serve: Vec<OsString> = [TOOLHOST, "serve", TEXT_TOOLS, "--max-instances", "4"]
+        .iter()
+        .map(OsString::from)
+        .chain([
+            "--cache-dir".into(),
+            cache.into(),
+            "--state-dir".into(),
+            state.into(),
+        ])
+        .collect();
+    let floor = vec![
+        std::env::current_exe().unwrap().into(),
+        "--floor-stdio".into(),
+    ];
+    let toolhost = instructions_per_call(&serve);
+    let native = instructions_per_call(&floor);
+    println!(
+        "instructions per call (callgrind), stdio: toolhost serve {toolhost:.0}, floor {native:.0}"
+    );
+    println!("  ratio Toolhost / floor: {:.2}x", toolhost / native);
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -276,6 +388,9 @@ fn main() {
         .unwrap();
     let disk = tempfile::tempdir().unwrap();
     let (state, on_disk) = (memory.path(), disk.path());
+    if std::env::args().any(|a| a == "--callgrind") {
+        return callgrind(cache.path(), state);
+    }
     let micros = |d: Duration| format!("{:.1} µs", d.as_secs_f64() * 1e6);
     runtime.block_on(async {
         println!(

@@ -82,6 +82,13 @@ pub(crate) struct Common {
     /// Do not use the compile cache.
     #[arg(long)]
     pub(crate) no_cache: bool,
+    /// Instance slots the pooling allocator reserves at start, across all
+    /// plugins: live activations plus calls in flight (default: 1000 for
+    /// `serve`, 128 for other commands). Each reserves address space for a
+    /// linear memory; lower it where address space is capped (`ulimit -v`,
+    /// valgrind).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_instances: Option<u32>,
     /// Code Mode: also advertise `execute`, which runs a JavaScript program
     /// that calls the other tools and returns what it chooses.
     #[arg(long)]
@@ -141,6 +148,9 @@ impl Common {
             builder = builder
                 .warm_instances(0, toolhost::limits::WARM_IDLE)
                 .max_instances(ONE_SHOT_MAX_INSTANCES);
+        }
+        if let Some(slots) = self.max_instances {
+            builder = builder.max_instances(slots);
         }
         if self.code_mode {
             builder = builder.code_mode(interpreter()?);

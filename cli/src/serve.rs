@@ -379,18 +379,8 @@ fn read_dir(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
 /// SIGINT or SIGTERM: stop accepting, let calls finish within the grace
 /// period, cancel the rest.
 async fn stop_on_signal(stop: CancellationToken) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut term) = signal(SignalKind::terminate()) else {
-            return;
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    // Never, if the signals cannot be watched: a failed registration is not
+    // a request to stop.
+    crate::signalled().await;
     stop.cancel();
 }

@@ -909,3 +909,31 @@ fn r36_allow_http_grants_an_origin_and_a_manifest_http_grant_needs_yes() {
     let (code, stdout, stderr) = run(&["call", manifest, "fetch_json", "--input", &url, "--yes"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
 }
+
+#[test]
+fn max_instances_sizes_the_instance_pool_and_a_full_pool_names_the_flag() {
+    let (code, stdout, stderr) = run(&[
+        "call",
+        TEXT_TOOLS,
+        "echo",
+        "--input",
+        r#"{"message": "hi"}"#,
+        "--max-instances",
+        "2",
+    ]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+    // One slot: the activation holds it, so the call finds none free.
+    let (code, _, stderr) = run(&[
+        "call",
+        TEXT_TOOLS,
+        "echo",
+        "--input",
+        r#"{"message": "hi"}"#,
+        "--max-instances",
+        "1",
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--max-instances"), "{stderr}");
+    let (code, _, stderr) = run(&["call", TEXT_TOOLS, "echo", "--max-instances", "0"]);
+    assert_eq!(code, 2, "{stderr}");
+}

@@ -440,7 +440,7 @@ async fn a_full_instance_pool_is_a_host_fault_naming_the_setting() {
             assert_eq!(fault.kind, FaultKind::Pool);
             assert_eq!(
                 message,
-                "all 2 instance slots are busy; raise `HostBuilder::max_instances` or lower concurrency"
+                "all 2 instance slots are busy; raise `HostBuilder::max_instances` (`--max-instances`) or lower concurrency"
             );
         }
         other => panic!("expected a pool fault, not a guest defect: {other:?}"),

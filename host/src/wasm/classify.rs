@@ -25,7 +25,7 @@ pub(crate) fn classify(e: &wasmtime::Error, store: &Store<StoreState>, max_insta
         return Stop::HostFault(HostFault::new(
             FaultKind::Pool,
             format!(
-                "all {max_instances} instance slots are busy; raise `HostBuilder::max_instances` or lower concurrency"
+                "all {max_instances} instance slots are busy; raise `HostBuilder::max_instances` (`--max-instances`) or lower concurrency"
             ),
         ));
     }
