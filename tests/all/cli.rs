@@ -910,30 +910,28 @@ fn r36_allow_http_grants_an_origin_and_a_manifest_http_grant_needs_yes() {
     assert_eq!(code, 0, "{stdout}{stderr}");
 }
 
+/// `toolhost call TEXT_TOOLS echo` with `--max-instances slots`.
+fn echo_with_slots(slots: &str) -> (i32, String, String) {
+    let input = r#"{"message": "hi"}"#;
+    run(&[
+        "call",
+        TEXT_TOOLS,
+        "echo",
+        "--input",
+        input,
+        "--max-instances",
+        slots,
+    ])
+}
+
 #[test]
 fn max_instances_sizes_the_instance_pool_and_a_full_pool_names_the_flag() {
-    let (code, stdout, stderr) = run(&[
-        "call",
-        TEXT_TOOLS,
-        "echo",
-        "--input",
-        r#"{"message": "hi"}"#,
-        "--max-instances",
-        "2",
-    ]);
+    let (code, stdout, stderr) = echo_with_slots("2");
     assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
     // One slot: the activation holds it, so the call finds none free.
-    let (code, _, stderr) = run(&[
-        "call",
-        TEXT_TOOLS,
-        "echo",
-        "--input",
-        r#"{"message": "hi"}"#,
-        "--max-instances",
-        "1",
-    ]);
+    let (code, _, stderr) = echo_with_slots("1");
     assert_ne!(code, 0);
     assert!(stderr.contains("--max-instances"), "{stderr}");
-    let (code, _, stderr) = run(&["call", TEXT_TOOLS, "echo", "--max-instances", "0"]);
+    let (code, _, stderr) = echo_with_slots("0");
     assert_eq!(code, 2, "{stderr}");
 }

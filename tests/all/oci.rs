@@ -724,18 +724,20 @@ const RELEASER: (&str, &str) = ("release@acme.test", "https://issuer.acme.test")
 impl Setup {
     /// Writes the instance's trusted root and a policy trusting `signer`
     /// keylessly for the repository; the policy's path.
-    fn keyless_policy(&self, instance: &Instance, (identity, issuer): (&str, &str)) -> String {
+    fn keyless_policy(&self, instance: &Instance, signer: (&str, &str)) -> String {
         std::fs::write(self.path("trusted_root.json"), instance.trusted_root()).unwrap();
         let policy = self.path("keyless.toml");
-        std::fs::write(
-            &policy,
-            format!(
-                "[[trust]]\nrepository = \"{}\"\nkeyless = [{{ identity = \"{identity}\", issuer = \"{issuer}\" }}]\ntrusted-root = \"trusted_root.json\"\n",
-                self.repository()
-            ),
-        )
-        .unwrap();
+        std::fs::write(&policy, self.keyless_rule("trusted_root.json", signer)).unwrap();
         policy.display().to_string()
+    }
+
+    /// A `[[trust]]` rule trusting `signer` keylessly for the repository
+    /// under the trusted root in `root` (relative to the policy).
+    fn keyless_rule(&self, root: &str, (identity, issuer): (&str, &str)) -> String {
+        format!(
+            "[[trust]]\nrepository = \"{}\"\nkeyless = [{{ identity = \"{identity}\", issuer = \"{issuer}\" }}]\ntrusted-root = \"{root}\"\n",
+            self.repository()
+        )
     }
 
     /// The manifest bytes of `tag` (`inspect --manifest`), signed keylessly
@@ -743,14 +745,8 @@ impl Setup {
     fn sign_keyless(&self, tag: &str, instance: &Instance, (identity, issuer): (&str, &str)) {
         let reference = self.reference(tag);
         let file = self.path("manifest.json");
-        let (code, _, stderr) = self.toolhost(&[
-            "inspect",
-            &reference,
-            "--manifest",
-            file.to_str().unwrap(),
-            "--allow-unsigned",
-            &self.repository(),
-        ]);
+        let (code, _, stderr) =
+            self.toolhost(&["inspect", &reference, "--manifest", file.to_str().unwrap()]);
         assert_eq!(code, 0, "{stderr}");
         let bundle = instance.sign(&std::fs::read(&file).unwrap(), identity, issuer);
         std::fs::write(self.path("bundle.json"), bundle).unwrap();
@@ -853,19 +849,9 @@ fn r41_a_keyless_bundle_from_an_untrusted_instance_or_for_another_manifest_is_re
     // Rules may name different roots: the second one's bundle verifies.
     std::fs::write(setup.path("stranger_root.json"), stranger.trusted_root()).unwrap();
     let both = setup.path("both.toml");
-    let rule = |root: &str| {
-        format!(
-            "[[trust]]\nrepository = \"{}\"\nkeyless = [{{ identity = \"{}\", issuer = \"{}\" }}]\ntrusted-root = \"{root}\"\n",
-            setup.repository(),
-            RELEASER.0,
-            RELEASER.1
-        )
-    };
-    std::fs::write(
-        &both,
-        rule("trusted_root.json") + &rule("stranger_root.json"),
-    )
-    .unwrap();
+    let rules = setup.keyless_rule("trusted_root.json", RELEASER)
+        + &setup.keyless_rule("stranger_root.json", RELEASER);
+    std::fs::write(&both, rules).unwrap();
     let (code, stdout, stderr) = setup.echo(&reference, &["--trust", both.to_str().unwrap()]);
     assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
 
@@ -880,4 +866,14 @@ fn r41_a_keyless_bundle_from_an_untrusted_instance_or_for_another_manifest_is_re
         setup.toolhost(&["sign", &reference, "--bundle", bundle.to_str().unwrap()]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("not this manifest"), "{stderr}");
+
+    // Nor is one past the bundle bound, which is not even parsed.
+    std::fs::write(&bundle, vec![b' '; 300 << 10]).unwrap();
+    let (code, _, stderr) =
+        setup.toolhost(&["sign", &reference, "--bundle", bundle.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("more than a Sigstore bundle can be"),
+        "{stderr}"
+    );
 }

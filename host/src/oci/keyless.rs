@@ -189,7 +189,7 @@ pub(crate) fn check_attachable(bytes: &[u8], digest: &str) -> Result<(), String>
     match &signature.message_digest {
         Some(signed) if signed.digest.as_bytes() != expected.as_bytes() => Err(format!(
             "it signs sha256:{}, not this manifest ({digest}); sign the bytes `toolhost inspect --manifest` prints",
-            hex(signed.digest.as_bytes())
+            super::hex(signed.digest.as_bytes())
         )),
         _ => Ok(()),
     }
@@ -205,10 +205,6 @@ fn manifest_hash(digest: &str) -> Result<Sha256Hash, String> {
 fn parse_bundle(bytes: &[u8]) -> Result<Bundle, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "the bundle is not UTF-8 JSON")?;
     Bundle::from_json(text).map_err(|e| format!("it is not a Sigstore bundle ({e})"))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

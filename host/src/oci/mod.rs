@@ -98,8 +98,12 @@ pub const ANNOTATION_TOOLS: &str = "dev.toolhost.tools";
 /// `sha256:HEX` of `bytes`.
 pub(crate) fn sha256_digest(bytes: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", hex(digest.as_ref()))
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Registry credentials: `TOOLHOST_REGISTRY_USERNAME` and
