@@ -16,7 +16,7 @@ use toolhost::manifest::Source;
 use toolhost::mcp::{McpConnection, MeteredStore, Metrics};
 use toolhost::permission::{Effect, Rule, Rules};
 use toolhost::store::Store;
-use toolhost::{Activation, Budget, BudgetOverrides, Host, Location};
+use toolhost::{Activation, Budget, BudgetOverrides, Host, HostBuilder, Location};
 
 use crate::store::StoreArgs;
 use crate::units::{parse_duration, parse_size};
@@ -116,29 +116,31 @@ impl Common {
         let store = self.store.given().await?;
         // A command that makes its calls and exits would only waste the
         // work of instances made ahead.
-        self.host_with(sink, may_prompt, store, false)
+        Ok(self.builder(sink, may_prompt, store, false)?.build()?)
     }
 
     /// The host of `serve`: its store (the embedded one too) opened now and
-    /// its operations counted in `metrics`; permission questions are never
-    /// asked on the terminal.
+    /// its operations counted in `metrics`, its plugins compiled in tiers
+    /// if `tiered`; permission questions are never asked on the terminal.
     pub(crate) async fn serving_host(
         &self,
         sink: Option<Arc<dyn EventSink>>,
         metrics: &Metrics,
+        tiered: bool,
     ) -> Result<Host, Failure> {
         let store = self.store.open().await?;
         let store: Arc<dyn Store> = Arc::new(MeteredStore::new(store, metrics.clone()));
-        self.host_with(sink, false, Some(store), true)
+        let builder = self.builder(sink, false, Some(store), true)?;
+        Ok(builder.tiered_compilation(tiered).build()?)
     }
 
-    fn host_with(
+    fn builder(
         &self,
         sink: Option<Arc<dyn EventSink>>,
         may_prompt: bool,
         store: Option<Arc<dyn Store>>,
         warm: bool,
-    ) -> Result<Host, Failure> {
+    ) -> Result<HostBuilder, Failure> {
         // The host's budget is `execute`'s (and native tools'); plugins take
         // the same overrides through their options.
         let mut builder = Host::builder()
@@ -185,7 +187,7 @@ impl Common {
                 None => builder.default_cache(),
             };
         }
-        Ok(builder.build()?)
+        Ok(builder)
     }
 
     /// Where `oci://` plugins come from: the content store in the state

@@ -32,6 +32,11 @@ pub(crate) struct ServeArgs {
     /// Reload a plugin when its file changes.
     #[arg(long)]
     watch: bool,
+    /// Compile every plugin with the optimizing compiler before serving
+    /// it, instead of serving at once on baseline (Winch) code while the
+    /// optimized code compiles in the background.
+    #[arg(long)]
+    no_tiering: bool,
     /// Bearer token HTTP requests must carry; required off loopback.
     /// Repeatable (or comma-separated): each token is a caller of its own,
     /// whose sessions no other token can use.
@@ -161,6 +166,7 @@ impl ServeArgs {
             http: self.http,
             metrics: self.metrics,
             watch: self.watch,
+            tiered: !self.no_tiering,
             events: self.events,
             grace: self.grace,
             options,
@@ -177,6 +183,8 @@ pub(crate) struct Serve {
     /// Where metrics are served apart from /mcp.
     pub(crate) metrics: Option<SocketAddr>,
     pub(crate) watch: bool,
+    /// Whether plugins are compiled in tiers (baseline first).
+    pub(crate) tiered: bool,
     pub(crate) events: Option<PathBuf>,
     pub(crate) grace: Duration,
     pub(crate) options: HttpOptions,
@@ -194,7 +202,7 @@ pub(crate) async fn run(serve: Serve, std: &StdArgs, common: &Common) -> Result<
     };
     // Stdin may carry the protocol: never prompt on it.
     let metrics = Metrics::new();
-    let host = common.serving_host(sink, &metrics).await?;
+    let host = common.serving_host(sink, &metrics, serve.tiered).await?;
     let location =
         host.location(std::env::current_dir().context("cannot read the current directory")?);
     let mut server = McpServer::new(location).ask_clients(!common.yes);

@@ -123,10 +123,11 @@ pub async fn fresh_calls(
             http: None,
             config: code.config.clone(),
         };
+        let linked = code.linked();
         let mut store = code
-            .store(&code.budget, Role::Call(state))
+            .store(&linked, &code.budget, Role::Call(state))
             .map_err(|e| wasmtime::format_err!("{e}"))?;
-        let instance = code.pre.instantiate_async(&mut store).await?;
+        let instance = linked.pre.instantiate_async(&mut store).await?;
         let r = instance
             .toolhost_plugin_plugin()
             .call_execute(&mut store, tool, input, &cx)

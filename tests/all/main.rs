@@ -31,4 +31,5 @@ mod settlement;
 mod std_tools;
 mod stdio;
 mod store;
+mod tiering;
 mod wit_versions;

@@ -120,7 +120,7 @@ fn link(
     runtime: &Runtime,
     component: &Component,
 ) -> wasmtime::Result<wit::InterpreterPre<StoreState>> {
-    let mut linker: Linker<StoreState> = Linker::new(&runtime.engine);
+    let mut linker: Linker<StoreState> = Linker::new(&runtime.optimized.engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     import::add_to_linker(&mut linker, |s: &mut StoreState| ProgramImport {
         program: s.program_mut(),

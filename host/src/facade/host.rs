@@ -43,6 +43,7 @@ pub struct HostBuilder {
     cache_dir: Option<PathBuf>,
     cache_limit: u64,
     compile_worker: Option<CompileWorker>,
+    tiered: bool,
     sink: Option<Arc<dyn EventSink>>,
     hooks: Vec<Arc<dyn AfterHook>>,
     rules: Rules,
@@ -65,6 +66,7 @@ impl fmt::Debug for HostBuilder {
             .field("store", &self.store)
             .field("cache_dir", &self.cache_dir)
             .field("cache_limit", &self.cache_limit)
+            .field("tiered", &self.tiered)
             .field("code_mode", &self.interpreter.is_some())
             .finish_non_exhaustive()
     }
@@ -85,6 +87,7 @@ impl Default for HostBuilder {
             cache_dir: None,
             cache_limit: DEFAULT_CACHE_LIMIT,
             compile_worker: None,
+            tiered: false,
             sink: None,
             hooks: Vec::new(),
             rules: Rules::default(),
@@ -125,6 +128,21 @@ impl HostBuilder {
     /// [`WARM_IDLE`]: crate::limits::WARM_IDLE
     pub fn warm_instances(mut self, count: usize, idle: Duration) -> Self {
         self.warm = WarmSettings { count, idle };
+        self
+    }
+
+    /// Tiered compilation: a plugin not in the compile cache is compiled
+    /// first with wasmtime's baseline compiler (Winch, about 5× faster to
+    /// compile, slower to run) and serves calls on that code at once, while
+    /// its optimized code compiles in the background, one plugin at a time,
+    /// under the same [`CompileLimits`](crate::config::CompileLimits); new
+    /// calls then run the optimized code, and both are cached. A component
+    /// Winch cannot compile is compiled optimized at once. For hosts that
+    /// run on (a server); a one-shot process would exit before the upgrade.
+    /// See [`Plugin::code_tier`]. Default: off (every plugin is compiled
+    /// once, optimized).
+    pub fn tiered_compilation(mut self, on: bool) -> Self {
+        self.tiered = on;
         self
     }
 
@@ -301,6 +319,7 @@ impl HostBuilder {
             self.max_instances,
             cache,
             self.compile_worker,
+            self.tiered,
         )?);
         let code = self
             .interpreter

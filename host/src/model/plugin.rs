@@ -7,6 +7,19 @@ use serde::Serialize;
 /// How a plugin path names a plugin in an OCI registry (R41).
 pub(crate) const OCI_SCHEME: &str = "oci://";
 
+/// Which compiler made the code a plugin's new calls run (see
+/// [`HostBuilder::tiered_compilation`](crate::HostBuilder::tiered_compilation)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum CodeTier {
+    /// Wasmtime's baseline compiler, Winch: compiles several times faster,
+    /// runs slower. A plugin runs it only until its optimized code is ready.
+    Baseline,
+    /// Cranelift, wasmtime's optimizing compiler.
+    Optimized,
+}
+
 /// Identity of a loaded plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PluginInfo {

@@ -15,6 +15,7 @@ use crate::wasm::imports::registry::ActivationState;
 use crate::wasm::invoke::WasmTool;
 use crate::wasm::load::{Plugin, PluginCode};
 use crate::wasm::store::{Role, StoreState};
+use crate::wasm::tiers::Linked;
 
 /// A live activation: the plugin's registrations in one placement. Unloading
 /// (or dropping) it closes every registration it made (R7).
@@ -56,8 +57,9 @@ impl Activation {
             registered: (0, 0),
             tools_registered: 0,
         };
-        let mut store = code.store(&code.budget, Role::Activation(state))?;
-        let result = run_activate(code, &mut store)
+        let linked = code.linked();
+        let mut store = code.store(&linked, &code.budget, Role::Activation(state))?;
+        let result = run_activate(code, &linked, &mut store)
             .await
             .and_then(|()| check_kept(plugin, &mut store, &scope));
         match result {
@@ -116,10 +118,15 @@ fn check_kept(plugin: &Plugin, store: &mut Store<StoreState>, scope: &Scope) -> 
     Ok(())
 }
 
-/// Instantiates the plugin and calls `activate` within its deadline.
-async fn run_activate(code: &PluginCode, store: &mut Store<StoreState>) -> Result<(), Error> {
+/// Instantiates the plugin's `linked` code and calls `activate` within its
+/// deadline.
+async fn run_activate(
+    code: &PluginCode,
+    linked: &Linked,
+    store: &mut Store<StoreState>,
+) -> Result<(), Error> {
     let run = async {
-        let instance = code.pre.instantiate_async(&mut *store).await?;
+        let instance = linked.pre.instantiate_async(&mut *store).await?;
         instance
             .toolhost_plugin_plugin()
             .call_activate(&mut *store, &code.config)

@@ -14,14 +14,33 @@ use wasmtime::component::Component;
 
 use crate::config::compile::{CompileLimits, CompileWorker};
 use crate::error::{CompileLimit, Error, LoadError};
-use crate::wasm::engine::Runtime;
+use crate::model::plugin::CodeTier;
+use crate::wasm::engine::{Backend, Runtime};
 
 /// The most of a worker's error output kept for the message.
 const MAX_WORKER_MESSAGE: u64 = 16 << 10;
 
-/// What a compile worker reads first: this tag, the memory limit and the
-/// component's length (little-endian `u64`s), then the component.
-pub(crate) const WORKER_TAG: &[u8; 8] = b"THCOMP01";
+/// What a compile worker reads first: this tag, the tier, the memory limit
+/// and the component's length (little-endian `u64`s), then the component.
+pub(crate) const WORKER_TAG: &[u8; 8] = b"THCOMP02";
+
+/// The length of a compile worker's request header.
+pub(crate) const WORKER_HEADER: usize = 32;
+
+/// How a request names the compiler to use.
+pub(crate) fn tier_code(tier: CodeTier) -> u64 {
+    match tier {
+        CodeTier::Optimized => 0,
+        CodeTier::Baseline => 1,
+    }
+}
+
+/// The compiler a request's code names, if it names one.
+pub(crate) fn tier_of_code(code: u64) -> Option<CodeTier> {
+    [CodeTier::Optimized, CodeTier::Baseline]
+        .into_iter()
+        .find(|tier| tier_code(*tier) == code)
+}
 
 /// A worker's exit code when the component does not compile (stderr says
 /// why).
@@ -34,16 +53,19 @@ pub(crate) struct Built {
     pub(crate) artifact: Option<Vec<u8>>,
 }
 
-/// Compiles `wasm` (the plugin at `path`) under `limits`.
+/// Compiles `wasm` (the plugin at `path`) under `limits` with the
+/// compiler of `tier`.
 pub(crate) async fn compile(
     runtime: &Arc<Runtime>,
+    tier: CodeTier,
     path: &Path,
     wasm: Arc<Vec<u8>>,
     limits: CompileLimits,
 ) -> Result<Built, Error> {
+    let backend = runtime.backend(tier);
     match &runtime.worker {
-        Some(worker) => in_worker(runtime, worker, path, &wasm, limits).await,
-        None => on_thread(runtime, path, wasm, limits.timeout).await,
+        Some(worker) => in_worker(backend, worker, path, &wasm, limits).await,
+        None => on_thread(backend, path, wasm, limits.timeout).await,
     }
 }
 
@@ -64,13 +86,13 @@ fn invalid(path: &Path, reason: String) -> Error {
 /// Compiles on a thread of its own; at the time limit the thread is left to
 /// finish on its own and its result is dropped.
 async fn on_thread(
-    runtime: &Runtime,
+    backend: &Backend,
     path: &Path,
     wasm: Arc<Vec<u8>>,
     timeout: Duration,
 ) -> Result<Built, Error> {
     let (done, result) = oneshot::channel();
-    let engine = runtime.engine.clone();
+    let engine = backend.engine.clone();
     std::thread::Builder::new()
         .name("toolhost-compile".into())
         .spawn(move || {
@@ -101,7 +123,7 @@ struct Ran {
 /// Compiles in a worker process; at the time limit (or when this future
 /// is dropped: cancellation) the worker is killed.
 async fn in_worker(
-    runtime: &Runtime,
+    backend: &Backend,
     worker: &CompileWorker,
     path: &Path,
     wasm: &[u8],
@@ -120,7 +142,11 @@ async fn in_worker(
                 worker.program.display()
             ))
         })?;
-    let ran = match tokio::time::timeout(limits.timeout, run(&mut child, wasm, limits.memory)).await
+    let ran = match tokio::time::timeout(
+        limits.timeout,
+        run(&mut child, backend.tier, wasm, limits.memory),
+    )
+    .await
     {
         Ok(ran) => ran.map_err(|e| Error::Engine(format!("the compile worker failed: {e}")))?,
         Err(_) => {
@@ -129,7 +155,7 @@ async fn in_worker(
         }
     };
     if ran.status.success() {
-        let component = load_artifact(runtime, &ran.artifact)?;
+        let component = load_artifact(backend, &ran.artifact)?;
         return Ok(Built {
             component,
             artifact: Some(ran.artifact),
@@ -140,7 +166,12 @@ async fn in_worker(
 
 /// Sends the component, reads what comes back and waits for the exit,
 /// keeping the worker's stdin open until then: it ends when stdin closes.
-async fn run(child: &mut tokio::process::Child, wasm: &[u8], memory: u64) -> std::io::Result<Ran> {
+async fn run(
+    child: &mut tokio::process::Child,
+    tier: CodeTier,
+    wasm: &[u8],
+    memory: u64,
+) -> std::io::Result<Ran> {
     let (mut stdin, stdout, stderr) =
         match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
             (Some(i), Some(o), Some(e)) => (i, o, e),
@@ -148,6 +179,7 @@ async fn run(child: &mut tokio::process::Child, wasm: &[u8], memory: u64) -> std
         };
     let send = async {
         let mut header = WORKER_TAG.to_vec();
+        header.extend_from_slice(&tier_code(tier).to_le_bytes());
         header.extend_from_slice(&memory.to_le_bytes());
         header.extend_from_slice(&(wasm.len() as u64).to_le_bytes());
         // A worker that stops reading has ended; how is told by its status.
@@ -179,12 +211,12 @@ async fn read_bounded(from: impl AsyncRead + Unpin, max: u64) -> std::io::Result
     Ok(bytes)
 }
 
-fn load_artifact(runtime: &Runtime, artifact: &[u8]) -> Result<Component, Error> {
+fn load_artifact(backend: &Backend, artifact: &[u8]) -> Result<Component, Error> {
     // SAFETY: the artifact is what `Engine::precompile_component` made in a
     // worker the embedder named, which links this same toolhost with the
-    // same engine configuration (`compile_config`); wasmtime checks its
-    // header against this engine before using it.
-    unsafe { Component::deserialize(&runtime.engine, artifact) }.map_err(|e| {
+    // same engine configuration (`compile_config` of the tier it was sent);
+    // wasmtime checks its header against this engine before using it.
+    unsafe { Component::deserialize(&backend.engine, artifact) }.map_err(|e| {
         Error::Engine(format!(
             "the compile worker's artifact does not load: {e:#}"
         ))

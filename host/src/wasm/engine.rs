@@ -1,12 +1,16 @@
 //! The wasmtime engine: configuration, the pooling allocator and the linker
 //! every plugin is instantiated against.
 
+use tokio::sync::Semaphore;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy,
+};
 
 use crate::config::compile::CompileWorker;
 use crate::error::Error;
 use crate::model::budget::MAX_MEMORY;
+use crate::model::plugin::CodeTier;
 use crate::wasm::cache::CompileCache;
 use crate::wasm::store::StoreState;
 
@@ -29,18 +33,52 @@ const MEMORY_KEEP_RESIDENT: usize = 2 << 20;
 /// Bytes of each table kept resident between instances, as above.
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
-/// What compiled code depends on: a compile worker's engine, which has no
-/// instance pool, makes artifacts the host's engine loads.
-pub(crate) fn compile_config() -> Config {
+/// What compiled code of `tier` depends on: a compile worker's engine,
+/// which has no instance pool, makes artifacts the host's engine loads.
+/// Winch supports fuel (how calls are bounded and yield) but not epoch
+/// interruption, which Toolhost does not use.
+pub(crate) fn compile_config(tier: CodeTier) -> Config {
     let mut config = Config::new();
     config.consume_fuel(true);
+    config.strategy(match tier {
+        CodeTier::Baseline => Strategy::Winch,
+        CodeTier::Optimized => Strategy::Cranelift,
+    });
     config
 }
 
-/// The engine plus the linker every plugin is instantiated against.
-pub(crate) struct Runtime {
+/// One compiler's engine and the linker plugins compiled by it are
+/// instantiated against.
+pub(crate) struct Backend {
+    pub(crate) tier: CodeTier,
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<StoreState>,
+}
+
+impl Backend {
+    fn new(tier: CodeTier, config: Config) -> Result<Backend, Error> {
+        let engine = Engine::new(&config).map_err(Error::engine)?;
+        let mut linker = Linker::new(&engine);
+        crate::wasm::imports::add_to_linker(&mut linker).map_err(Error::engine)?;
+        Ok(Backend {
+            tier,
+            engine,
+            linker,
+        })
+    }
+}
+
+/// The engines plus what every plugin is compiled and instantiated with.
+pub(crate) struct Runtime {
+    /// Cranelift's: every plugin's code in the end.
+    pub(crate) optimized: Backend,
+    /// Winch's, when plugins are compiled in tiers: a plugin's first code,
+    /// until its optimized code is ready. Its instances are allocated on
+    /// demand, not pooled: they are few and short-lived.
+    pub(crate) baseline: Option<Backend>,
+    /// Optimized compiles in the background run one at a time, so a host
+    /// loading many plugins leaves cores to the calls.
+    pub(crate) upgrades: Semaphore,
     pub(crate) cache: Option<CompileCache>,
     pub(crate) max_instances: u32,
     /// Where plugins are compiled: a worker process, or a thread here.
@@ -52,6 +90,7 @@ impl Runtime {
         max_instances: u32,
         cache: Option<CompileCache>,
         worker: Option<CompileWorker>,
+        tiered: bool,
     ) -> Result<Runtime, Error> {
         let max_instances = max_instances.max(1);
         let mut pool = PoolingAllocationConfig::default();
@@ -64,32 +103,44 @@ impl Runtime {
             .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
             .table_keep_resident(TABLE_KEEP_RESIDENT)
             .pagemap_scan(Enabled::Auto);
-        let mut config = compile_config();
+        let mut config = compile_config(CodeTier::Optimized);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(Error::engine)?;
-        let mut linker = Linker::new(&engine);
-        crate::wasm::imports::add_to_linker(&mut linker).map_err(Error::engine)?;
+        let optimized = Backend::new(CodeTier::Optimized, config)?;
+        let baseline = tiered
+            .then(|| Backend::new(CodeTier::Baseline, compile_config(CodeTier::Baseline)))
+            .transpose()?;
         Ok(Runtime {
-            engine,
-            linker,
+            optimized,
+            baseline,
+            upgrades: Semaphore::new(1),
             cache,
             max_instances,
             worker,
         })
     }
 
-    /// Compiles `wasm`, or loads it from the cache when a verified entry for
+    /// The backend of `tier`: the baseline one exists whenever code of that
+    /// tier does.
+    pub(crate) fn backend(&self, tier: CodeTier) -> &Backend {
+        match (tier, &self.baseline) {
+            (CodeTier::Baseline, Some(baseline)) => baseline,
+            _ => &self.optimized,
+        }
+    }
+
+    /// Compiles `wasm` with the optimizing compiler, or loads it from the cache when a verified entry for
     /// these exact bytes and this engine exists. Blocking: call it off the
     /// async workers. Returns whether the cache was hit.
     pub(crate) fn compile(&self, wasm: &[u8]) -> Result<(Component, bool), wasmtime::Error> {
+        let engine = &self.optimized.engine;
         let Some(cache) = &self.cache else {
-            return Ok((Component::from_binary(&self.engine, wasm)?, false));
+            return Ok((Component::from_binary(engine, wasm)?, false));
         };
-        if let Some(component) = cache.load(&self.engine, wasm) {
+        if let Some(component) = cache.load(engine, wasm) {
             return Ok((component, true));
         }
-        let component = Component::from_binary(&self.engine, wasm)?;
-        cache.store(&self.engine, wasm, &component);
+        let component = Component::from_binary(engine, wasm)?;
+        cache.store(engine, wasm, &component);
         Ok((component, false))
     }
 }

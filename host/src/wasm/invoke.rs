@@ -26,6 +26,7 @@ use crate::wasm::imports::call::CallState;
 use crate::wasm::load::PluginCode;
 use crate::wasm::slots::SlotPermit;
 use crate::wasm::store::{Role, StoreState};
+use crate::wasm::tiers::Linked;
 use crate::wasm::warm::{Warm, WarmInstances};
 
 /// A tool a plugin registered: the plugin's code and the authored name.
@@ -42,6 +43,13 @@ impl Executor for WasmTool {
     fn plugin(&self) -> Option<&PluginInfo> {
         Some(&self.plugin.info)
     }
+}
+
+/// A call's instance: made ahead, or to be made from the code its store
+/// was made for.
+enum Instance {
+    Made(ToolPlugin),
+    ToMake(Arc<Linked>),
 }
 
 /// What the guest's `execute` returned, or how it stopped.
@@ -97,20 +105,21 @@ impl WasmTool {
         inv: &Invocation<'_>,
         state: CallState,
         http: &Arc<CallHttp>,
-    ) -> Result<(Store<StoreState>, Option<ToolPlugin>), Error> {
+    ) -> Result<(Store<StoreState>, Instance), Error> {
         let Some(Warm {
             mut store,
             instance,
         }) = WarmInstances::take(&self.plugin, &inv.budget)
         else {
-            let store = self.plugin.store(&inv.budget, Role::Call(state))?;
-            return Ok((store, None));
+            let linked = self.plugin.linked();
+            let store = self.plugin.store(&linked, &inv.budget, Role::Call(state))?;
+            return Ok((store, Instance::ToMake(linked)));
         };
         let data = store.data_mut();
         data.role = Role::Call(state);
         data.http_hooks = HttpHooks(Some(http.clone()));
         store.set_fuel(inv.budget.fuel).map_err(Error::engine)?;
-        Ok((store, Some(instance)))
+        Ok((store, Instance::Made(instance)))
     }
 
     /// What outbound HTTP this call may make: the plugin's grants and
@@ -142,7 +151,7 @@ impl WasmTool {
     async fn race(
         &self,
         store: &mut Store<StoreState>,
-        made: Option<ToolPlugin>,
+        instance: Instance,
         inv: &Invocation<'_>,
     ) -> Raced {
         let context = wit::CallContext {
@@ -152,9 +161,9 @@ impl WasmTool {
             call_id: inv.context.call_id.clone(),
         };
         let run = async {
-            let instance = match made {
-                Some(instance) => instance,
-                None => self.plugin.pre.instantiate_async(&mut *store).await?,
+            let instance = match instance {
+                Instance::Made(instance) => instance,
+                Instance::ToMake(linked) => linked.pre.instantiate_async(&mut *store).await?,
             };
             instance
                 .toolhost_plugin_plugin()

@@ -6,6 +6,8 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use tokio::sync::watch;
+use tokio_util::sync::DropGuard;
 use wasmtime::Store;
 use wasmtime::component::Component;
 
@@ -15,14 +17,15 @@ use crate::config::plugin::PluginOptions;
 use crate::error::{Error, LoadError, OciError};
 use crate::files::read_regular_file;
 use crate::model::budget::{Budget, HttpLimits, OutputBounds};
-use crate::model::plugin::{OCI_SCHEME, PluginInfo};
+use crate::model::plugin::{CodeTier, OCI_SCHEME, PluginInfo};
 use crate::permission::Policy;
 use crate::wasm::bindings::ToolPluginPre;
-use crate::wasm::compile::{self as bounded, Built};
-use crate::wasm::engine::Runtime;
+use crate::wasm::compile::Built;
+use crate::wasm::engine::{Backend, Runtime};
 use crate::wasm::preflight::preflight;
 use crate::wasm::slots::FairSlots;
 use crate::wasm::store::{Role, StoreState, new_store};
+use crate::wasm::tiers::{self, Current, Linked};
 use crate::wasm::warm::{MakesAhead, Warm, WarmInstances, WarmSettings};
 
 /// The first bytes of every WebAssembly binary.
@@ -46,8 +49,12 @@ pub(crate) struct PluginDefaults {
 /// Everything a call of the plugin needs: compiled code and settings.
 pub(crate) struct PluginCode {
     pub(crate) info: PluginInfo,
-    pub(crate) engine: wasmtime::Engine,
-    pub(crate) pre: ToolPluginPre<StoreState>,
+    /// The code new calls run, replaced once when tiered compilation
+    /// brings the optimized code in.
+    pub(crate) current: watch::Sender<Current>,
+    /// Stops the background compile of its optimized code, if one runs,
+    /// when the plugin is dropped.
+    pub(crate) _upgrading: Option<DropGuard>,
     pub(crate) budget: Budget,
     pub(crate) bounds: Option<OutputBounds>,
     pub(crate) grants: Grants,
@@ -64,9 +71,21 @@ pub(crate) struct PluginCode {
 }
 
 impl PluginCode {
-    /// A fresh store for this plugin under `budget`, with its grants.
-    pub(crate) fn store(&self, budget: &Budget, role: Role) -> Result<Store<StoreState>, Error> {
-        new_store(&self.engine, &self.grants, budget, role)
+    /// The code a call starting now runs: its store and instance must both
+    /// come from it.
+    pub(crate) fn linked(&self) -> Arc<Linked> {
+        self.current.borrow().linked.clone()
+    }
+
+    /// A fresh store for `linked` code of this plugin under `budget`, with
+    /// its grants.
+    pub(crate) fn store(
+        &self,
+        linked: &Linked,
+        budget: &Budget,
+        role: Role,
+    ) -> Result<Store<StoreState>, Error> {
+        new_store(&linked.engine, &self.grants, budget, role)
     }
 }
 
@@ -86,10 +105,11 @@ impl MakesAhead for PluginCode {
     /// Under the plugin's budget: its fuel and, as a call would be, its
     /// deadline (a guest's start-up code is as hostile as its tools).
     async fn make(&self) -> Result<Warm, String> {
+        let linked = self.linked();
         let mut store = self
-            .store(&self.budget, Role::Warm)
+            .store(&linked, &self.budget, Role::Warm)
             .map_err(|e| e.to_string())?;
-        let instantiate = self.pre.instantiate_async(&mut store);
+        let instantiate = linked.pre.instantiate_async(&mut store);
         let instance = tokio::time::timeout(self.budget.timeout, instantiate)
             .await
             .map_err(|_| format!("not instantiated within {:?}", self.budget.timeout))?
@@ -125,6 +145,22 @@ impl Plugin {
     /// The budget its calls run under, before per-call overrides.
     pub fn budget(&self) -> Budget {
         self.code.budget
+    }
+
+    /// Which compiler made the code its new calls run now.
+    pub fn code_tier(&self) -> CodeTier {
+        self.code.current.borrow().linked.tier
+    }
+
+    /// Waits until its code changes no more and returns the tier it ends
+    /// on: at once without tiered compilation; with it, once the optimized
+    /// code is in — or the baseline one, if the optimized compile failed
+    /// (the failure is logged).
+    pub async fn settled_code_tier(&self) -> CodeTier {
+        let mut current = self.code.current.subscribe();
+        // The sender lives in the plugin this borrows: it cannot close.
+        let _ = current.wait_for(|c| c.settled).await;
+        self.code_tier()
     }
 }
 
@@ -195,6 +231,7 @@ async fn load(
     options: &PluginOptions,
 ) -> Result<Plugin, Error> {
     let compiled = compile(runtime, path, options.compile).await?;
+    let tier = compiled.linked.tier;
     let config =
         serde_json::to_string(&options.config).map_err(|e| Error::Config(e.to_string()))?;
     let info = PluginInfo {
@@ -212,35 +249,46 @@ async fn load(
     };
     let owner = format!("{} {}", info.name, info.digest);
     let policy = defaults.policy.for_plugin(owner, &options.rules);
-    Ok(Plugin {
-        code: Arc::new(PluginCode {
-            info,
-            engine: runtime.engine.clone(),
-            pre: compiled.pre,
-            budget: defaults.budget.with(&options.overrides),
-            bounds: options.bounds,
-            grants: options.grants.clone(),
-            policy,
-            slots: FairSlots::new(options.concurrency.unwrap_or(defaults.concurrency)),
-            config: config.into(),
-            max_instances: runtime.max_instances,
-            http_limits: options.http_limits.unwrap_or(defaults.http_limits),
-            tls: defaults.tls.clone(),
-            warm: WarmInstances::new(defaults.warm),
-        }),
-    })
+    let upgrading = (tier == CodeTier::Baseline).then(tokio_util::sync::CancellationToken::new);
+    let (current, _) = watch::channel(Current {
+        linked: Arc::new(compiled.linked),
+        settled: upgrading.is_none(),
+    });
+    let code = Arc::new(PluginCode {
+        info,
+        current,
+        _upgrading: upgrading.clone().map(|stop| stop.drop_guard()),
+        budget: defaults.budget.with(&options.overrides),
+        bounds: options.bounds,
+        grants: options.grants.clone(),
+        policy,
+        slots: FairSlots::new(options.concurrency.unwrap_or(defaults.concurrency)),
+        config: config.into(),
+        max_instances: runtime.max_instances,
+        http_limits: options.http_limits.unwrap_or(defaults.http_limits),
+        tls: defaults.tls.clone(),
+        warm: WarmInstances::new(defaults.warm),
+    });
+    if let Some(stop) = upgrading {
+        let wasm = compiled.wasm;
+        tiers::upgrade_later(runtime, &code, stop, path, wasm, options.compile);
+    }
+    Ok(Plugin { code })
 }
 
-/// A checked, compiled and linked component.
+/// A checked, compiled and linked component, and its bytes.
 struct Compiled {
-    pre: ToolPluginPre<StoreState>,
+    linked: Linked,
+    wasm: Arc<Vec<u8>>,
     digest: String,
     from_cache: bool,
 }
 
 /// Reads, checks and compiles the plugin at `path` under `limits` (or takes
 /// it from the compile cache) and links it. The blocking parts run off the
-/// async workers; the compile itself where it can be given up.
+/// async workers; the compile itself where it can be given up. With tiered
+/// compilation the code is the baseline compiler's unless the cache holds
+/// optimized code.
 async fn compile(
     runtime: &Arc<Runtime>,
     path: &Path,
@@ -250,34 +298,54 @@ async fn compile(
         let (runtime, path) = (runtime.clone(), path.to_owned());
         blocking(move || check(&runtime, &path)).await??
     };
-    let (built, from_cache) = match checked.cached {
-        Some(component) => (
-            Built {
-                component,
-                artifact: None,
-            },
-            true,
-        ),
-        None => (
-            bounded::compile(runtime, path, checked.wasm.clone(), limits).await?,
-            false,
-        ),
+    let (tier, built, from_cache) = match checked.cached {
+        Some((tier, component)) => {
+            let artifact = None;
+            (
+                tier,
+                Built {
+                    component,
+                    artifact,
+                },
+                true,
+            )
+        }
+        None => {
+            let (tier, built) = tiers::first_compile(runtime, path, &checked.wasm, limits).await?;
+            (tier, built, false)
+        }
     };
-    let pre = {
-        let (runtime, path, wasm) = (runtime.clone(), path.to_owned(), checked.wasm);
-        blocking(move || {
-            if !from_cache {
-                store(&runtime, &wasm, &built);
-            }
-            link(&runtime, &path, &built.component)
-        })
-        .await??
-    };
+    let wasm = checked.wasm.clone();
+    let linked = blocking_link(runtime, tier, path, wasm, built, !from_cache).await?;
     Ok(Compiled {
-        pre,
+        linked,
+        wasm: checked.wasm,
         digest: checked.digest,
         from_cache,
     })
+}
+
+/// Links `built` code of `tier` (keeping it in the compile cache first if
+/// `fresh`), off the async workers.
+pub(crate) async fn blocking_link(
+    runtime: &Arc<Runtime>,
+    tier: CodeTier,
+    path: &Path,
+    wasm: Arc<Vec<u8>>,
+    built: Built,
+    fresh: bool,
+) -> Result<Linked, Error> {
+    let engine = runtime.backend(tier).engine.clone();
+    let (runtime, path) = (runtime.clone(), path.to_owned());
+    let pre = blocking(move || {
+        let backend = runtime.backend(tier);
+        if fresh {
+            store(&runtime, backend, &wasm, &built);
+        }
+        link(backend, &path, &built.component)
+    })
+    .await??;
+    Ok(Linked { tier, engine, pre })
 }
 
 async fn blocking<T: Send + 'static>(
@@ -292,17 +360,20 @@ async fn blocking<T: Send + 'static>(
 struct Checked {
     wasm: Arc<Vec<u8>>,
     digest: String,
-    cached: Option<Component>,
+    cached: Option<(CodeTier, Component)>,
 }
 
 fn check(runtime: &Runtime, path: &Path) -> Result<Checked, LoadError> {
     let wasm = read_regular_file(path, MAX_PLUGIN_BYTES)?;
     check_header(path, &wasm)?;
     preflight(path, &wasm)?;
-    let cached = runtime
-        .cache
-        .as_ref()
-        .and_then(|cache| cache.load(&runtime.engine, &wasm));
+    let cached = runtime.cache.as_ref().and_then(|cache| {
+        let tiers = [Some(&runtime.optimized), runtime.baseline.as_ref()];
+        tiers
+            .into_iter()
+            .flatten()
+            .find_map(|b| Some((b.tier, cache.load(&b.engine, &wasm)?)))
+    });
     Ok(Checked {
         digest: blake3::hash(&wasm).to_hex().to_string(),
         wasm: Arc::new(wasm),
@@ -311,22 +382,22 @@ fn check(runtime: &Runtime, path: &Path) -> Result<Checked, LoadError> {
 }
 
 /// Keeps a fresh compile in the cache, if there is one.
-fn store(runtime: &Runtime, wasm: &[u8], built: &Built) {
+fn store(runtime: &Runtime, backend: &Backend, wasm: &[u8], built: &Built) {
     let Some(cache) = &runtime.cache else {
         return;
     };
     match &built.artifact {
-        Some(artifact) => cache.store_artifact(&runtime.engine, wasm, artifact),
-        None => cache.store(&runtime.engine, wasm, &built.component),
+        Some(artifact) => cache.store_artifact(&backend.engine, wasm, artifact),
+        None => cache.store(&backend.engine, wasm, &built.component),
     }
 }
 
 fn link(
-    runtime: &Runtime,
+    backend: &Backend,
     path: &Path,
     component: &Component,
 ) -> Result<ToolPluginPre<StoreState>, LoadError> {
-    let pre = runtime
+    let pre = backend
         .linker
         .instantiate_pre(component)
         .map_err(|e| LoadError::Link {

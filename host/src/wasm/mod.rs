@@ -17,6 +17,7 @@ pub(crate) mod preflight;
 pub(crate) mod slots;
 pub(crate) mod stdio;
 pub(crate) mod store;
+pub(crate) mod tiers;
 pub(crate) mod warm;
 pub(crate) mod wasi;
 pub(crate) mod worker;

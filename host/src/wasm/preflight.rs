@@ -290,8 +290,8 @@ mod tests {
     /// WASI 0.2 interfaces it leaves out are not.
     #[test]
     fn every_listed_interface_is_linked() {
-        let runtime = Runtime::new(4, None, None).unwrap();
-        let mut linker = Linker::new(&runtime.engine);
+        let runtime = Runtime::new(4, None, None, false).unwrap();
+        let mut linker = Linker::new(&runtime.optimized.engine);
         crate::wasm::imports::add_to_linker(&mut linker).unwrap();
         for interface in LINKED {
             let major_minor = if interface.starts_with(WIT_PACKAGE) {

@@ -112,6 +112,13 @@ impl WarmInstances {
         found
     }
 
+    /// Drops every instance made ahead (the plugin's code changed); the
+    /// refill task makes new ones.
+    pub(crate) fn clear(&self) {
+        lock(&self.state).ready.clear();
+        self.taken.notify_one();
+    }
+
     /// How many instances are made ahead now.
     pub(crate) fn len(&self) -> usize {
         lock(&self.state).ready.len()

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 
 use wasmtime::Engine;
 
-use crate::wasm::compile::{WORKER_INVALID, WORKER_TAG};
+use crate::wasm::compile::{WORKER_HEADER, WORKER_INVALID, WORKER_TAG, tier_of_code};
 use crate::wasm::engine::compile_config;
 use crate::wasm::load::MAX_PLUGIN_BYTES;
 
@@ -33,7 +33,7 @@ pub fn compile_worker() -> u8 {
 fn compile_one() -> Result<(), (u8, String)> {
     let usage = |what: &str| (WORKER_USAGE, format!("compile worker: {what}"));
     let mut stdin = std::io::stdin();
-    let mut header = [0u8; 24];
+    let mut header = [0u8; WORKER_HEADER];
     stdin
         .read_exact(&mut header)
         .map_err(|e| usage(&format!("cannot read the request: {e}")))?;
@@ -41,8 +41,9 @@ fn compile_one() -> Result<(), (u8, String)> {
     if tag != WORKER_TAG {
         return Err(usage("not a compile request"));
     }
-    let memory = u64::from_le_bytes(rest[..8].try_into().expect("8 bytes"));
-    let len = u64::from_le_bytes(rest[8..].try_into().expect("8 bytes"));
+    let word = |at: usize| u64::from_le_bytes(rest[at..at + 8].try_into().expect("8 bytes"));
+    let (tier, memory, len) = (word(0), word(8), word(16));
+    let tier = tier_of_code(tier).ok_or_else(|| usage("no such compiler"))?;
     if len > MAX_PLUGIN_BYTES {
         return Err(usage("the component is larger than a plugin may be"));
     }
@@ -52,7 +53,7 @@ fn compile_one() -> Result<(), (u8, String)> {
         .read_exact(&mut wasm)
         .map_err(|e| usage(&format!("cannot read the component: {e}")))?;
     exit_when_orphaned();
-    let engine = Engine::new(&compile_config()).map_err(|e| usage(&format!("{e:#}")))?;
+    let engine = Engine::new(&compile_config(tier)).map_err(|e| usage(&format!("{e:#}")))?;
     let artifact = engine
         .precompile_component(&wasm)
         .map_err(|e| (WORKER_INVALID, format!("{e:#}")))?;

@@ -1,0 +1,193 @@
+//! Tiered compilation: a plugin compiled with the baseline compiler
+//! (Winch, several times faster to compile) serves calls at once, while
+//! its optimized code (Cranelift) compiles in the background under the
+//! same limits; once linked, new calls run it. Both are kept in the
+//! compile cache. A call runs the code it started with to its end.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::Engine;
+
+use crate::config::compile::CompileLimits;
+use crate::error::{Error, LoadError};
+use crate::model::plugin::CodeTier;
+use crate::wasm::bindings::ToolPluginPre;
+use crate::wasm::compile::{self as bounded, Built};
+use crate::wasm::engine::Runtime;
+use crate::wasm::load::{PluginCode, blocking_link};
+use crate::wasm::store::StoreState;
+
+/// A plugin's code of one tier, linked: a call's store and instance both
+/// come from one of these.
+pub(crate) struct Linked {
+    pub(crate) tier: CodeTier,
+    pub(crate) engine: Engine,
+    pub(crate) pre: ToolPluginPre<StoreState>,
+}
+
+/// The code a plugin's new calls run, and whether it will change again.
+pub(crate) struct Current {
+    pub(crate) linked: Arc<Linked>,
+    /// No upgrade is coming: the code is optimized, or its compile failed.
+    pub(crate) settled: bool,
+}
+
+/// A plugin's first compile: with the baseline compiler when the host
+/// tiers, falling back to the optimizing one where Winch cannot compile
+/// the component (a WebAssembly feature it lacks, such as tail calls or
+/// exceptions). A compile limit is not retried: the optimizing compiler
+/// needs more of both.
+pub(crate) async fn first_compile(
+    runtime: &Arc<Runtime>,
+    path: &Path,
+    wasm: &Arc<Vec<u8>>,
+    limits: CompileLimits,
+) -> Result<(CodeTier, Built), Error> {
+    if runtime.baseline.is_some() {
+        match bounded::compile(runtime, CodeTier::Baseline, path, wasm.clone(), limits).await {
+            Ok(built) => return Ok((CodeTier::Baseline, built)),
+            Err(e @ Error::Load(LoadError::CompileLimit { .. })) => return Err(e),
+            Err(e) => tracing::info!(
+                "the baseline compiler cannot compile {} ({e}); compiling optimized code",
+                path.display()
+            ),
+        }
+    }
+    let built = bounded::compile(runtime, CodeTier::Optimized, path, wasm.clone(), limits).await?;
+    Ok((CodeTier::Optimized, built))
+}
+
+/// Compiles the optimized code of a plugin running baseline code in the
+/// background and switches its new calls to it; `stop` (cancelled when the
+/// plugin is dropped) ends the compile, killing its worker.
+pub(crate) fn upgrade_later(
+    runtime: &Arc<Runtime>,
+    code: &Arc<PluginCode>,
+    stop: CancellationToken,
+    path: &Path,
+    wasm: Arc<Vec<u8>>,
+    limits: CompileLimits,
+) {
+    let upgrade = Upgrade {
+        runtime: runtime.clone(),
+        code: Arc::downgrade(code),
+        path: path.to_owned(),
+        wasm,
+        limits,
+    };
+    tokio::spawn(async move {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => {}
+            () = upgrade.run() => {}
+        }
+    });
+}
+
+/// One plugin's pending upgrade to optimized code.
+struct Upgrade {
+    runtime: Arc<Runtime>,
+    code: Weak<PluginCode>,
+    path: PathBuf,
+    wasm: Arc<Vec<u8>>,
+    limits: CompileLimits,
+}
+
+impl Upgrade {
+    async fn run(self) {
+        let started = Instant::now();
+        let optimized = self.optimize().await;
+        let Some(code) = self.code.upgrade() else {
+            return;
+        };
+        let name = &code.info.name;
+        match optimized {
+            Ok(linked) => {
+                code.current.send_replace(Current {
+                    linked: Arc::new(linked),
+                    settled: true,
+                });
+                // Instances made ahead ran no call: the next ones are made
+                // from the optimized code.
+                code.warm.clear();
+                let ms = started.elapsed().as_millis();
+                tracing::info!("plugin {name}: optimized code in after {ms} ms; new calls run it");
+            }
+            Err(e) => {
+                code.current.send_modify(|current| current.settled = true);
+                tracing::warn!("plugin {name} keeps running baseline code: {e}");
+            }
+        }
+    }
+
+    /// Compiles and links the optimized code, one upgrade at a time.
+    async fn optimize(&self) -> Result<Linked, Error> {
+        let _turn = self
+            .runtime
+            .upgrades
+            .acquire()
+            .await
+            .map_err(|e| Error::Engine(format!("the upgrade queue is closed: {e}")))?;
+        let (runtime, path, wasm) = (&self.runtime, &self.path, self.wasm.clone());
+        let built = bounded::compile(runtime, CodeTier::Optimized, path, wasm, self.limits).await?;
+        blocking_link(
+            runtime,
+            CodeTier::Optimized,
+            path,
+            self.wasm.clone(),
+            built,
+            true,
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A component with one core function; `body` is its code.
+    fn component(body: &str) -> Arc<Vec<u8>> {
+        let wat = format!(
+            "(component (core module $m
+               (func $f (param i32) (result i32) {body})
+               (func $g (param i32) (result i32) local.get 0)
+               (export \"f\" (func $f))))"
+        );
+        Arc::new(wat::parse_str(wat).unwrap())
+    }
+
+    async fn first_tier(runtime: &Arc<Runtime>, wasm: &Arc<Vec<u8>>) -> CodeTier {
+        let limits = CompileLimits::default();
+        let path = Path::new("test.wasm");
+        first_compile(runtime, path, wasm, limits).await.unwrap().0
+    }
+
+    #[tokio::test]
+    async fn winch_compiles_first_and_cranelift_what_winch_cannot() {
+        let tiered = Arc::new(Runtime::new(4, None, None, true).unwrap());
+        let plain = component("local.get 0 call $g");
+        assert_eq!(first_tier(&tiered, &plain).await, CodeTier::Baseline);
+        // Winch has no tail calls; Cranelift does.
+        let tail_call = component("local.get 0 return_call $g");
+        assert_eq!(first_tier(&tiered, &tail_call).await, CodeTier::Optimized);
+        let untiered = Arc::new(Runtime::new(4, None, None, false).unwrap());
+        assert_eq!(first_tier(&untiered, &plain).await, CodeTier::Optimized);
+    }
+
+    #[test]
+    fn the_compilers_code_has_distinct_cache_keys() {
+        use std::hash::{Hash as _, Hasher as _};
+        let runtime = Runtime::new(4, None, None, true).unwrap();
+        let key = |engine: &Engine| {
+            let mut hasher = std::hash::DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            hasher.finish()
+        };
+        let baseline = runtime.baseline.as_ref().unwrap();
+        assert_ne!(key(&runtime.optimized.engine), key(&baseline.engine));
+    }
+}
