@@ -19,13 +19,12 @@ use crate::files::read_regular_file;
 use crate::model::budget::{Budget, HttpLimits, OutputBounds};
 use crate::model::plugin::{CodeTier, OCI_SCHEME, PluginInfo};
 use crate::permission::Policy;
-use crate::wasm::bindings::ToolPluginPre;
 use crate::wasm::compile::Built;
-use crate::wasm::engine::{Backend, Runtime};
+use crate::wasm::engine::Runtime;
 use crate::wasm::preflight::preflight;
 use crate::wasm::slots::FairSlots;
 use crate::wasm::store::{Role, StoreState, new_store};
-use crate::wasm::tiers::{self, Current, Linked};
+use crate::wasm::tiers::{self, Current, Linked, Upgrades, blocking, blocking_link};
 use crate::wasm::warm::{MakesAhead, Warm, WarmInstances, WarmSettings};
 
 /// The first bytes of every WebAssembly binary.
@@ -86,6 +85,26 @@ impl PluginCode {
         role: Role,
     ) -> Result<Store<StoreState>, Error> {
         new_store(&linked.engine, &self.grants, budget, role)
+    }
+}
+
+impl Upgrades for PluginCode {
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    fn upgraded(&self, linked: Linked) {
+        self.current.send_replace(Current {
+            linked: Arc::new(linked),
+            settled: true,
+        });
+        // Instances made ahead ran no call: the next ones are made from
+        // the optimized code.
+        self.warm.clear();
+    }
+
+    fn settled(&self) {
+        self.current.send_modify(|current| current.settled = true);
     }
 }
 
@@ -325,37 +344,6 @@ async fn compile(
     })
 }
 
-/// Links `built` code of `tier` (keeping it in the compile cache first if
-/// `fresh`), off the async workers.
-pub(crate) async fn blocking_link(
-    runtime: &Arc<Runtime>,
-    tier: CodeTier,
-    path: &Path,
-    wasm: Arc<Vec<u8>>,
-    built: Built,
-    fresh: bool,
-) -> Result<Linked, Error> {
-    let engine = runtime.backend(tier).engine.clone();
-    let (runtime, path) = (runtime.clone(), path.to_owned());
-    let pre = blocking(move || {
-        let backend = runtime.backend(tier);
-        if fresh {
-            store(&runtime, backend, &wasm, &built);
-        }
-        link(backend, &path, &built.component)
-    })
-    .await??;
-    Ok(Linked { tier, engine, pre })
-}
-
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, Error> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| Error::Engine(format!("the compile task failed: {e}")))
-}
-
 /// A plugin read and checked, and its compiled form if the cache has it.
 struct Checked {
     wasm: Arc<Vec<u8>>,
@@ -378,35 +366,6 @@ fn check(runtime: &Runtime, path: &Path) -> Result<Checked, LoadError> {
         digest: blake3::hash(&wasm).to_hex().to_string(),
         wasm: Arc::new(wasm),
         cached,
-    })
-}
-
-/// Keeps a fresh compile in the cache, if there is one.
-fn store(runtime: &Runtime, backend: &Backend, wasm: &[u8], built: &Built) {
-    let Some(cache) = &runtime.cache else {
-        return;
-    };
-    match &built.artifact {
-        Some(artifact) => cache.store_artifact(&backend.engine, wasm, artifact),
-        None => cache.store(&backend.engine, wasm, &built.component),
-    }
-}
-
-fn link(
-    backend: &Backend,
-    path: &Path,
-    component: &Component,
-) -> Result<ToolPluginPre<StoreState>, LoadError> {
-    let pre = backend
-        .linker
-        .instantiate_pre(component)
-        .map_err(|e| LoadError::Link {
-            path: path.to_owned(),
-            reason: format!("{e:#}"),
-        })?;
-    ToolPluginPre::new(pre).map_err(|e| LoadError::WrongWorld {
-        path: path.to_owned(),
-        exports: format!("{e:#}"),
     })
 }
 

@@ -2,7 +2,8 @@
 //! (Winch, several times faster to compile) serves calls at once, while
 //! its optimized code (Cranelift) compiles in the background under the
 //! same limits; once linked, new calls run it. Both are kept in the
-//! compile cache. A call runs the code it started with to its end.
+//! compile cache. A call runs the code it started with to its end. Also
+//! where compiled code of either tier is linked and cached.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -10,14 +11,14 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 use wasmtime::Engine;
+use wasmtime::component::Component;
 
 use crate::config::compile::CompileLimits;
 use crate::error::{Error, LoadError};
 use crate::model::plugin::CodeTier;
 use crate::wasm::bindings::ToolPluginPre;
 use crate::wasm::compile::{self as bounded, Built};
-use crate::wasm::engine::Runtime;
-use crate::wasm::load::{PluginCode, blocking_link};
+use crate::wasm::engine::{Backend, Runtime};
 use crate::wasm::store::StoreState;
 
 /// A plugin's code of one tier, linked: a call's store and instance both
@@ -33,6 +34,16 @@ pub(crate) struct Current {
     pub(crate) linked: Arc<Linked>,
     /// No upgrade is coming: the code is optimized, or its compile failed.
     pub(crate) settled: bool,
+}
+
+/// A plugin whose code can be upgraded (its loaded code).
+pub(crate) trait Upgrades: Send + Sync + 'static {
+    /// Its name, for logs.
+    fn name(&self) -> &str;
+    /// New calls run `linked` from now on.
+    fn upgraded(&self, linked: Linked);
+    /// No upgrade is coming: it keeps the code it has.
+    fn settled(&self);
 }
 
 /// A plugin's first compile: with the baseline compiler when the host
@@ -63,9 +74,9 @@ pub(crate) async fn first_compile(
 /// Compiles the optimized code of a plugin running baseline code in the
 /// background and switches its new calls to it; `stop` (cancelled when the
 /// plugin is dropped) ends the compile, killing its worker.
-pub(crate) fn upgrade_later(
+pub(crate) fn upgrade_later<P: Upgrades>(
     runtime: &Arc<Runtime>,
-    code: &Arc<PluginCode>,
+    code: &Arc<P>,
     stop: CancellationToken,
     path: &Path,
     wasm: Arc<Vec<u8>>,
@@ -88,36 +99,30 @@ pub(crate) fn upgrade_later(
 }
 
 /// One plugin's pending upgrade to optimized code.
-struct Upgrade {
+struct Upgrade<P> {
     runtime: Arc<Runtime>,
-    code: Weak<PluginCode>,
+    code: Weak<P>,
     path: PathBuf,
     wasm: Arc<Vec<u8>>,
     limits: CompileLimits,
 }
 
-impl Upgrade {
+impl<P: Upgrades> Upgrade<P> {
     async fn run(self) {
         let started = Instant::now();
         let optimized = self.optimize().await;
         let Some(code) = self.code.upgrade() else {
             return;
         };
-        let name = &code.info.name;
+        let name = code.name();
         match optimized {
             Ok(linked) => {
-                code.current.send_replace(Current {
-                    linked: Arc::new(linked),
-                    settled: true,
-                });
-                // Instances made ahead ran no call: the next ones are made
-                // from the optimized code.
-                code.warm.clear();
+                code.upgraded(linked);
                 let ms = started.elapsed().as_millis();
                 tracing::info!("plugin {name}: optimized code in after {ms} ms; new calls run it");
             }
             Err(e) => {
-                code.current.send_modify(|current| current.settled = true);
+                code.settled();
                 tracing::warn!("plugin {name} keeps running baseline code: {e}");
             }
         }
@@ -143,6 +148,73 @@ impl Upgrade {
         )
         .await
     }
+}
+
+/// Links `built` code of `tier` off the async workers, then keeps it in
+/// the compile cache if it is `fresh`: optimized code before returning (a
+/// one-shot `toolhost compile` exists to fill the cache), baseline code in
+/// the background, so its write (40 MB for CPython) does not delay the
+/// plugin's first reply.
+pub(crate) async fn blocking_link(
+    runtime: &Arc<Runtime>,
+    tier: CodeTier,
+    path: &Path,
+    wasm: Arc<Vec<u8>>,
+    built: Built,
+    fresh: bool,
+) -> Result<Linked, Error> {
+    let engine = runtime.backend(tier).engine.clone();
+    let pre = {
+        let (runtime, path, component) =
+            (runtime.clone(), path.to_owned(), built.component.clone());
+        blocking(move || link(runtime.backend(tier), &path, &component)).await??
+    };
+    if fresh {
+        let runtime = runtime.clone();
+        let keep = move || store(&runtime, runtime.backend(tier), &wasm, &built);
+        match tier {
+            CodeTier::Baseline => drop(tokio::task::spawn_blocking(keep)),
+            CodeTier::Optimized => blocking(keep).await?,
+        }
+    }
+    Ok(Linked { tier, engine, pre })
+}
+
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::Engine(format!("the compile task failed: {e}")))
+}
+
+/// Keeps a fresh compile in the cache, if there is one.
+fn store(runtime: &Runtime, backend: &Backend, wasm: &[u8], built: &Built) {
+    let Some(cache) = &runtime.cache else {
+        return;
+    };
+    match &built.artifact {
+        Some(artifact) => cache.store_artifact(&backend.engine, wasm, artifact),
+        None => cache.store(&backend.engine, wasm, &built.component),
+    }
+}
+
+fn link(
+    backend: &Backend,
+    path: &Path,
+    component: &Component,
+) -> Result<ToolPluginPre<StoreState>, LoadError> {
+    let pre = backend
+        .linker
+        .instantiate_pre(component)
+        .map_err(|e| LoadError::Link {
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        })?;
+    ToolPluginPre::new(pre).map_err(|e| LoadError::WrongWorld {
+        path: path.to_owned(),
+        exports: format!("{e:#}"),
+    })
 }
 
 #[cfg(test)]
