@@ -480,9 +480,10 @@ impl ServerHandler for Handler {
             tool = %request.name,
             caller = scope.who.as_ref().map_or("", |c| c.name()),
         );
-        self.call_in_scope(request, context, scope)
-            .instrument(span)
-            .await
+        // Boxed, as are the other handlers' bodies below: rmcp moves each
+        // request's future, sized for its largest handler, into a task of
+        // its own, so inline bodies made every request copy kilobytes.
+        Box::pin(self.call_in_scope(request, context, scope).instrument(span)).await
     }
 
     async fn list_resources(
@@ -492,7 +493,7 @@ impl ServerHandler for Handler {
     ) -> Result<ListResourcesResult, ErrorData> {
         let scope = self.scope(&context);
         Ok(ListResourcesResult::with_all_items(
-            output::resources(&self.shared, &scope.outputs).await?,
+            Box::pin(output::resources(&self.shared, &scope.outputs)).await?,
         ))
     }
 
@@ -502,7 +503,8 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let scope = self.scope(&context);
-        let contents = output::read_resource(&self.shared, &scope.outputs, &request.uri).await?;
+        let read = output::read_resource(&self.shared, &scope.outputs, &request.uri);
+        let contents = Box::pin(read).await?;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
@@ -516,6 +518,13 @@ impl ServerHandler for Handler {
     }
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        Box::pin(self.forward_changes(subscription)).await
+    }
+}
+
+impl Handler {
+    /// Tells a subscription of tool-list changes until it ends.
+    async fn forward_changes(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         let mut changes = self.shared.tools_changed.subscribe();
         loop {
             tokio::select! {

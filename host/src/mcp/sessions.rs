@@ -64,9 +64,10 @@ impl SessionSources {
             return base.clone();
         }
         let cell = self.cell(session);
-        let placed = cell
-            .get_or_init(|| connect(base.session(session), configs))
-            .await;
+        // Boxed: connecting is ~6.7 KB of future, and without it every
+        // request's future (moved into a task per request) carries that
+        // space, though only servers with per-session sources need it.
+        let placed = Box::pin(cell.get_or_init(|| connect(base.session(session), configs))).await;
         placed.location.clone()
     }
 
