@@ -25,13 +25,13 @@ struct Kept {
 
 impl Kept {
     fn describes(&self, captured: &CapturedTools) -> bool {
-        self.tools.len() == captured.definitions.len()
+        self.tools.len() == captured.advertised().len()
             && self
                 .tools
                 .iter()
-                .zip(&captured.definitions)
-                .all(|((name, tool), definition)| {
-                    *name == definition.name && captured.tools.get(name).is_some_and(|t| tool.is(t))
+                .zip(captured.advertised())
+                .all(|((name, tool), advertised)| {
+                    name == advertised && captured.tools.get(name).is_some_and(|t| tool.is(t))
                 })
     }
 }
@@ -45,9 +45,9 @@ impl Descriptions {
         }
         let description = render();
         let tools = captured
-            .definitions
+            .advertised()
             .iter()
-            .filter_map(|d| Some((d.name.clone(), captured.tools.get(&d.name)?.downgrade())))
+            .filter_map(|name| Some((name.clone(), captured.tools.get(name)?.downgrade())))
             .collect();
         let mut kept = self.lock();
         if kept.len() == KEPT_TOOL_SETS {
@@ -88,11 +88,8 @@ mod tests {
             .iter()
             .map(|(name, tool)| (name.to_string(), Tool::clone(tool)))
             .collect();
-        CapturedTools {
-            definitions: tools.iter().map(|(n, t)| t.definition(n)).collect(),
-            tools,
-            final_step: false,
-        }
+        let advertised = tools.keys().cloned().collect();
+        CapturedTools::new(tools, advertised, false)
     }
 
     /// Gets the description of `set`, counting renders.

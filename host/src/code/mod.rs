@@ -88,15 +88,11 @@ pub(crate) fn with_execute(
     pipeline: &Arc<Pipeline>,
 ) -> CapturedTools {
     let description = code.descriptions.get(&captured, || {
-        format!("{DESCRIPTION}\n\n{}", declarations(&captured.definitions))
+        format!("{DESCRIPTION}\n\n{}", declarations(captured.definitions()))
     });
     // Programs only resolve and settle tools, so their copy of the snapshot
     // needs no definitions: cloning the map shares every tool.
-    let callable = CapturedTools {
-        definitions: Vec::new(),
-        tools: captured.tools.clone(),
-        final_step: captured.final_step,
-    };
+    let callable = CapturedTools::new(captured.tools.clone(), Vec::new(), captured.final_step);
     let executor = tool::CodeTool {
         code: code.clone(),
         tools: Arc::new(callable),
@@ -108,12 +104,6 @@ pub(crate) fn with_execute(
         None,
         Arc::new(executor),
     );
-    let at = captured
-        .definitions
-        .partition_point(|d| d.name.as_str() < RESERVED_NAME);
-    captured
-        .definitions
-        .insert(at, execute.definition(RESERVED_NAME));
-    captured.tools.insert(RESERVED_NAME.to_owned(), execute);
+    captured.advertise(RESERVED_NAME, execute);
     captured
 }

@@ -21,7 +21,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// The advertised definitions, sorted by name.
     pub fn definitions(&self) -> &[ToolDefinition] {
-        &self.tools.definitions
+        self.tools.definitions()
     }
 
     /// The captured tool for `name`, if any.

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -14,8 +13,8 @@ use crate::mcp::sealed::{Answers, Binding};
 pub(crate) struct Started {
     pub(crate) steps: mpsc::Receiver<Step>,
     pub(crate) cancel: CancellationToken,
-    pub(crate) legacy: bool,
-    pub(crate) output_schema: Option<Value>,
+    /// Whether its structured output is sent wrapped in `{"result": …}`.
+    pub(crate) wraps_output: bool,
     pub(crate) progress: Option<JoinHandle<()>>,
     pub(crate) ask: Arc<McpAsk>,
     /// What a sealed state of this call is bound to.

@@ -250,10 +250,8 @@ impl Handler {
         let binding = Binding::new(&scope.caller, &scope.outputs, &request.name, &arguments);
         let snapshot = location.snapshot();
         let legacy = is_legacy(context);
-        let output_schema = snapshot
-            .tool(&request.name)
-            .and_then(|t| t.output_schema())
-            .map(|s| s.document().clone());
+        let output_schema = snapshot.tool(&request.name).and_then(|t| t.output_schema());
+        let wraps_output = results::wraps_output(output_schema.map(|s| s.document()), legacy);
         let input = Value::Object(arguments).to_string();
         let cancel = self.shared.admission.stopping.child_token();
         let (steps_tx, steps) = mpsc::channel(1);
@@ -292,8 +290,7 @@ impl Handler {
         Ok(Started {
             steps,
             cancel,
-            legacy,
-            output_schema,
+            wraps_output,
             progress,
             ask,
             binding,
@@ -386,8 +383,7 @@ impl Handler {
         {
             return Err(stopping(&settlement));
         }
-        let mut result =
-            results::call_result(&settlement, started.output_schema.as_ref(), started.legacy)?;
+        let mut result = results::call_result(&settlement, started.wraps_output)?;
         if result.is_error == Some(true) && started.ask.could_not_ask() {
             result.content.push(ContentBlock::text(
                 "This client can answer permission questions neither by elicitation nor by retrying: start `toolhost serve` with an --allow rule for this action (e.g. --allow 'ACTION:PATTERN').",

@@ -34,6 +34,13 @@ fn is_object_schema(schema: &Value) -> bool {
     schema["type"] == "object"
 }
 
+/// Whether a call's structured output goes to the client wrapped in
+/// `{"result": …}`: for pre-2026 clients, when its tool's output schema
+/// (if any) is not an object's, as [`tool`] advertises it.
+pub(crate) fn wraps_output(output_schema: Option<&Value>, legacy: bool) -> bool {
+    legacy && output_schema.is_some_and(|schema| !is_object_schema(schema))
+}
+
 /// The `Tool` a client sees. For pre-2026 clients a non-object output
 /// schema is advertised wrapped in `{"result": …}`, as its output will be.
 pub(crate) fn tool(def: &ToolDefinition, legacy: bool) -> rmcp::model::Tool {
@@ -63,15 +70,17 @@ fn object(value: Value) -> JsonObject {
 /// defect are JSON-RPC errors, never a successful-looking result.
 pub(crate) fn call_result(
     settlement: &Settlement,
-    output_schema: Option<&Value>,
-    legacy: bool,
+    wraps_output: bool,
 ) -> Result<CallToolResult, ErrorData> {
     match &settlement.outcome {
         Outcome::Completed(c) => {
             let mut result = CallToolResult::success(c.content.iter().map(block).collect());
-            result.structured_content = c.output.clone().map(|output| match output_schema {
-                Some(schema) if legacy && !is_object_schema(schema) => json!({"result": output}),
-                _ => output,
+            result.structured_content = c.output.clone().map(|output| {
+                if wraps_output {
+                    json!({"result": output})
+                } else {
+                    output
+                }
             });
             result.meta = tool_metadata(c.metadata.as_ref());
             Ok(result)

@@ -3,7 +3,7 @@
 //! model request (R8, R11, R12).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::model::tool::{Tool, ToolDefinition};
 use crate::permission::Rules;
@@ -90,21 +90,17 @@ impl Overlay {
             tools.insert(entry.name, entry.tool);
         }
         // Visibility only (R12): hidden tools stay captured and callable.
-        let definitions = tools
-            .iter()
-            .filter(|(name, _)| {
+        let advertised = tools
+            .keys()
+            .filter(|name| {
                 options
                     .visibility
                     .as_ref()
                     .is_none_or(|r| r.is_visible(name))
             })
-            .map(|(name, tool)| tool.definition(name))
+            .cloned()
             .collect();
-        CapturedTools {
-            definitions,
-            tools,
-            final_step: options.final_step,
-        }
+        CapturedTools::new(tools, advertised, options.final_step)
     }
 }
 
@@ -121,10 +117,55 @@ pub struct SnapshotOptions {
     pub visibility: Option<Rules>,
 }
 
-/// The captured state of a snapshot: definitions plus tools.
+/// The captured state of a snapshot: the tools, and the names of those
+/// advertised. Definitions are made from them when first asked for: a
+/// snapshot taken only to settle a call never copies its tools' schemas.
 #[derive(Debug, Clone)]
 pub(crate) struct CapturedTools {
-    pub(crate) definitions: Vec<ToolDefinition>,
     pub(crate) tools: BTreeMap<String, Tool>,
+    /// Advertised names, sorted; each is a key of `tools`.
+    advertised: Vec<String>,
+    definitions: OnceLock<Vec<ToolDefinition>>,
     pub(crate) final_step: bool,
+}
+
+impl CapturedTools {
+    /// `tools`, of which `advertised` (sorted; keys of `tools`) are shown.
+    pub(crate) fn new(
+        tools: BTreeMap<String, Tool>,
+        advertised: Vec<String>,
+        final_step: bool,
+    ) -> Self {
+        debug_assert!(advertised.is_sorted() && advertised.iter().all(|n| tools.contains_key(n)));
+        Self {
+            tools,
+            advertised,
+            definitions: OnceLock::new(),
+            final_step,
+        }
+    }
+
+    /// The advertised names, sorted.
+    pub(crate) fn advertised(&self) -> &[String] {
+        &self.advertised
+    }
+
+    /// The advertised definitions, sorted by name; made on first use.
+    pub(crate) fn definitions(&self) -> &[ToolDefinition] {
+        self.definitions.get_or_init(|| {
+            self.advertised
+                .iter()
+                .map(|name| self.tools[name].definition(name))
+                .collect()
+        })
+    }
+
+    /// Adds `tool` as `name`, advertised.
+    pub(crate) fn advertise(&mut self, name: &str, tool: Tool) {
+        if let Err(at) = self.advertised.binary_search_by(|n| n.as_str().cmp(name)) {
+            self.advertised.insert(at, name.to_owned());
+        }
+        self.tools.insert(name.to_owned(), tool);
+        self.definitions = OnceLock::new();
+    }
 }
