@@ -153,3 +153,39 @@ fn block(part: &ContentPart) -> ContentBlock {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn definition(output_schema: Option<Value>) -> ToolDefinition {
+        ToolDefinition {
+            name: "t".to_owned(),
+            description: "d".to_owned(),
+            input_schema: json!({"type": "object"}),
+            output_schema,
+        }
+    }
+
+    /// A call's output is wrapped exactly when its tool is advertised with
+    /// the wrapped schema, so a legacy client's output always matches.
+    #[test]
+    fn output_is_wrapped_as_the_tool_is_advertised() {
+        let array = json!({"type": "array"});
+        let object = json!({"type": "object"});
+        for (schema, legacy, wrapped) in [
+            (Some(&array), true, true),
+            (Some(&array), false, false),
+            (Some(&object), true, false),
+            (None, true, false),
+        ] {
+            assert_eq!(wraps_output(schema, legacy), wrapped, "{schema:?} {legacy}");
+            let advertised = tool(&definition(schema.cloned()), legacy).output_schema;
+            let wraps_advertised = advertised.is_some_and(|s| {
+                s.get("properties")
+                    .is_some_and(|p| p.get("result").is_some())
+            });
+            assert_eq!(wraps_advertised, wrapped, "{schema:?} {legacy}");
+        }
+    }
+}
