@@ -346,7 +346,7 @@ async fn r38_migrations_apply_to_an_empty_database_and_rerun_idempotently() {
     let applied = pg
         .psql("SELECT version, success FROM _sqlx_migrations ORDER BY version")
         .unwrap();
-    assert_eq!(applied.trim(), "1|t\n2|t");
+    assert_eq!(applied.trim(), "1|t\n2|t\n3|t");
     let tables = pg
         .psql("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'")
         .unwrap();

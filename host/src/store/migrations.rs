@@ -28,6 +28,11 @@ fn migrations(backend: Backend) -> &'static [(i64, &'static str, &'static str)] 
                 "the caller of each call and event",
                 include_str!("migrations/sqlite/0002_callers.sql"),
             ),
+            (
+                3,
+                "outcomes alone in the listing indexes",
+                include_str!("migrations/sqlite/0003_partial_indexes.sql"),
+            ),
         ],
         Backend::Postgres => &[
             (
@@ -39,6 +44,11 @@ fn migrations(backend: Backend) -> &'static [(i64, &'static str, &'static str)] 
                 2,
                 "the caller of each call and event",
                 include_str!("migrations/postgres/0002_callers.sql"),
+            ),
+            (
+                3,
+                "outcomes alone in the listing indexes",
+                include_str!("migrations/postgres/0003_partial_indexes.sql"),
             ),
         ],
     }

@@ -412,6 +412,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn r38_only_outcomes_are_indexed_for_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        let lease = Duration::from_secs(60);
+        for call in ["c1", "c2", "c3"] {
+            store.claim(&context(call), "echo", lease).await.unwrap();
+        }
+        store.record(&settlement("c2")).await.unwrap();
+        let indexes = sqlx::query("PRAGMA index_list('calls')")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
+        let partial: Vec<(String, i64)> = indexes
+            .iter()
+            .map(|row| (row.get(1), row.get(4)))
+            .filter(|(name, _): &(String, i64)| name.starts_with("calls_by_"))
+            .collect();
+        assert_eq!(partial.len(), 3, "{partial:?}");
+        assert!(
+            partial.iter().all(|(_, partial)| *partial == 1),
+            "each listing index holds outcomes only: {partial:?}"
+        );
+        let plan = sqlx::query(
+            "EXPLAIN QUERY PLAN SELECT settlement FROM calls WHERE state = 'done' ORDER BY ended_at DESC LIMIT 5",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .unwrap();
+        let steps: Vec<String> = plan.iter().map(|row| row.get(3)).collect();
+        assert!(
+            steps.iter().any(|s| s.contains("calls_by_end")),
+            "listings walk the outcomes' index: {steps:?}"
+        );
+        let listed = store.outcomes(&OutcomeFilter::default()).await.unwrap();
+        assert_eq!(listed.len(), 1);
+    }
+
+    #[tokio::test]
     async fn r38_retained_outputs_are_chunked_and_the_quota_evicts_the_oldest() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::embedded(dir.path()).await.unwrap();
