@@ -1,6 +1,7 @@
 //! The store's schema: versioned, forward-only migrations embedded in the
 //! library and applied when a store opens (docs/store.md lists them). Each
-//! backend has its own copy of each version (types differ: BLOB/BYTEA).
+//! backend has its own copy of a version whose SQL differs between them
+//! (types: BLOB/BYTEA); a version both run alike is one file beside them.
 
 use std::borrow::Cow;
 
@@ -31,7 +32,7 @@ fn migrations(backend: Backend) -> &'static [(i64, &'static str, &'static str)] 
             (
                 3,
                 "outcomes alone in the listing indexes",
-                include_str!("migrations/sqlite/0003_partial_indexes.sql"),
+                include_str!("migrations/0003_partial_indexes.sql"),
             ),
         ],
         Backend::Postgres => &[
@@ -48,7 +49,7 @@ fn migrations(backend: Backend) -> &'static [(i64, &'static str, &'static str)] 
             (
                 3,
                 "outcomes alone in the listing indexes",
-                include_str!("migrations/postgres/0003_partial_indexes.sql"),
+                include_str!("migrations/0003_partial_indexes.sql"),
             ),
         ],
     }

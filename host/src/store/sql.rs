@@ -30,6 +30,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Outcomes `toolhost events` lists when no limit is given.
 const DEFAULT_LIST_LIMIT: u32 = 100;
 
+/// Recorded outcomes, newest first; absent filters match everything
+/// (`$n IS NULL OR column = $n`).
+const LIST_OUTCOMES: &str = "SELECT settlement, ended_at FROM calls WHERE state = 'done' \
+     AND ($1 IS NULL OR session_id = $1) \
+     AND ($2 IS NULL OR call_id = $2) \
+     AND ($3 IS NULL OR status = $3) \
+     AND ($4 IS NULL OR tool = $4) \
+     AND ($5 IS NULL OR ended_at >= $5) \
+     AND ($7 IS NULL OR caller = $7) \
+     ORDER BY ended_at DESC LIMIT $6";
+
 /// The file of the embedded store in its directory.
 pub(crate) const EMBEDDED_FILE: &str = "store.sqlite3";
 
@@ -320,27 +331,17 @@ impl Store for SqlStore {
 
     fn outcomes<'a>(&'a self, filter: &'a OutcomeFilter) -> StoreFuture<'a, Vec<Recorded>> {
         Box::pin(async move {
-            // Absent filters match everything: `$n IS NULL OR column = $n`.
-            let rows = sqlx::query(
-                "SELECT settlement, ended_at FROM calls WHERE state = 'done' \
-                 AND ($1 IS NULL OR session_id = $1) \
-                 AND ($2 IS NULL OR call_id = $2) \
-                 AND ($3 IS NULL OR status = $3) \
-                 AND ($4 IS NULL OR tool = $4) \
-                 AND ($5 IS NULL OR ended_at >= $5) \
-                 AND ($7 IS NULL OR caller = $7) \
-                 ORDER BY ended_at DESC LIMIT $6",
-            )
-            .bind(filter.session.as_deref())
-            .bind(filter.call.as_deref())
-            .bind(filter.status.as_deref())
-            .bind(filter.tool.as_deref())
-            .bind(filter.since)
-            .bind(i64::from(filter.limit.unwrap_or(DEFAULT_LIST_LIMIT)))
-            .bind(filter.caller.as_deref())
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.failed(e))?;
+            let rows = sqlx::query(LIST_OUTCOMES)
+                .bind(filter.session.as_deref())
+                .bind(filter.call.as_deref())
+                .bind(filter.status.as_deref())
+                .bind(filter.tool.as_deref())
+                .bind(filter.since)
+                .bind(i64::from(filter.limit.unwrap_or(DEFAULT_LIST_LIMIT)))
+                .bind(filter.caller.as_deref())
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.failed(e))?;
             rows.iter()
                 .map(|row| {
                     let text: String = row.try_get(0).map_err(|e| self.failed(e))?;
@@ -434,12 +435,11 @@ mod tests {
             partial.iter().all(|(_, partial)| *partial == 1),
             "each listing index holds outcomes only: {partial:?}"
         );
-        let plan = sqlx::query(
-            "EXPLAIN QUERY PLAN SELECT settlement FROM calls WHERE state = 'done' ORDER BY ended_at DESC LIMIT 5",
-        )
-        .fetch_all(&store.pool)
-        .await
-        .unwrap();
+        let explain = format!("EXPLAIN QUERY PLAN {LIST_OUTCOMES}");
+        let plan = sqlx::query(sqlx::AssertSqlSafe(explain))
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
         let steps: Vec<String> = plan.iter().map(|row| row.get(3)).collect();
         assert!(
             steps.iter().any(|s| s.contains("calls_by_end")),
