@@ -5,7 +5,7 @@
 //! An outcome is written exactly once per (session, message, call) ids: a
 //! settle first [claims](Store::claim) the ids, and a call whose ids
 //! already have a terminal outcome is not run again but replayed. Writes go
-//! through one writer task that commits whatever is queued in one
+//! through one writer that commits whatever is queued in one
 //! transaction (group commit), so [`Store::record`] returns only once its
 //! outcome is durable.
 

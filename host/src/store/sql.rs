@@ -1,8 +1,8 @@
-//! The store on a SQL database through sqlx: an embedded SQLite file (WAL,
-//! every commit that records an outcome synced) or Postgres, the same statements on both, writes
-//! through the one writer task, reads from the pool.
+//! The store on a SQL database: an embedded SQLite file (WAL, every commit
+//! that records an outcome synced) or Postgres, the same statements on
+//! both; writes go through the one writer, reads through sqlx's pool.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -103,7 +103,16 @@ impl SqlStore {
             })?;
         let (writes, queue) = mpsc::channel(MAX_QUEUED_WRITES);
         let counters = Arc::new(Counters::default());
-        tokio::spawn(writer::run(pool.clone(), backend, queue, counters.clone()));
+        match backend {
+            Backend::Sqlite => {
+                let file = file_of(&pool).await.map_err(|e| unreachable(&e))?;
+                writer::sqlite::spawn(&file, queue, counters.clone())
+                    .map_err(|e| unreachable(&e))?;
+            }
+            Backend::Postgres => {
+                tokio::spawn(writer::pool::run(pool.clone(), queue, counters.clone()));
+            }
+        }
         Ok(SqlStore {
             name,
             pool,
@@ -154,6 +163,20 @@ impl SqlStore {
             .map_err(|_| self.failed("its writer has stopped"))?
             .map_err(|e| self.failed(e))
     }
+}
+
+/// The file a SQLite pool has open, for the writer's own connection; an
+/// in-memory database has none, and a second connection would not see it.
+async fn file_of(pool: &AnyPool) -> Result<PathBuf, String> {
+    let row = sqlx::query("SELECT file FROM pragma_database_list WHERE name = 'main'")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| e.to_string())?;
+    let file: String = row.try_get(0).map_err(|e| e.to_string())?;
+    if file.is_empty() {
+        return Err("an in-memory SQLite store keeps nothing; name a file: sqlite:PATH".into());
+    }
+    Ok(PathBuf::from(file))
 }
 
 /// Which database a URL names.
@@ -481,6 +504,16 @@ mod tests {
         store.save_answers("s1\u{0}p", &answers).await.unwrap();
         assert_eq!(store.answers("s1\u{0}p").await.unwrap(), answers);
         assert!(store.answers("s2\u{0}p").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_in_memory_store_is_refused_saying_to_name_a_file() {
+        let refused = SqlStore::open("sqlite::memory:").await.unwrap_err();
+        assert!(
+            matches!(refused, StoreError::Unreachable { .. }),
+            "{refused:?}"
+        );
+        assert!(refused.to_string().contains("sqlite:PATH"), "{refused}");
     }
 
     #[test]

@@ -1,17 +1,23 @@
 //! The store's one writer: it takes every write queued, applies them in one
 //! transaction and commits once (group commit), then answers each. A
 //! failed commit fails every write of the batch; nothing is half-written.
+//!
+//! What a write does is written once, against [`Conn`]; the two backends
+//! differ only in how a batch gets a connection and commits. SQLite's
+//! writer is a thread of its own on one connection ([`sqlite`]): a write
+//! costs one hop there and one back. Postgres's is a task on the pool
+//! ([`pool`]).
 
+pub(super) mod pool;
+pub(super) mod sqlite;
+
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sqlx::pool::PoolConnection;
-use sqlx::{Any, AnyConnection};
-use sqlx::{AnyPool, Executor as _, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::model::context::{CallContext, Caller};
-use crate::store::migrations::Backend;
 use crate::store::{
     Claim, MAX_BATCH, MAX_STORED_EVENTS, OUTPUT_CHUNK_BYTES, StoreEvent, now_millis,
 };
@@ -48,13 +54,34 @@ pub(super) enum Write {
     },
 }
 
+impl Write {
+    /// Whether it records an outcome, so its commit must reach the disk.
+    fn is_durable(&self) -> bool {
+        matches!(self, Write::Record { .. })
+    }
+
+    /// Whether it is one statement (or, for a claim taken over, a guarded
+    /// update that needs no transaction around it), so alone in its batch
+    /// it can run without BEGIN and COMMIT.
+    fn is_one_statement(&self) -> bool {
+        matches!(
+            self,
+            Write::Claim { .. } | Write::Record { .. } | Write::Event(_)
+        )
+    }
+}
+
 /// What one write gives back once its batch committed.
-enum Done {
+pub(super) enum Done {
     Claim(oneshot::Sender<Result<Claim, String>>, Claim),
     Record(oneshot::Sender<Result<bool, String>>, bool),
     Plain(oneshot::Sender<Result<(), String>>),
     Nothing,
 }
+
+/// A batch's end: every write's answer, or why the batch failed and who
+/// waits to be told.
+pub(super) type Committed = Result<Vec<Done>, (Vec<Done>, String)>;
 
 /// What the writer has done, for the store's statistics.
 #[derive(Debug, Default)]
@@ -67,117 +94,75 @@ pub(super) struct Counters {
     events: AtomicU64,
 }
 
-/// The writer's own SQLite connection, kept between batches (acquiring one
-/// from the pool costs a round trip to SQLite's worker thread for its
-/// ping), and the `synchronous` mode last set on it, so a batch sets it
-/// only when it changes. Dropped after any failure: the next batch starts
-/// afresh. A Postgres connection is not kept: the server may close it, and
-/// the pool's ping on acquiring replaces one it closed.
-struct Held {
-    db: PoolConnection<Any>,
-    synced: Option<bool>,
-}
-
-impl Held {
-    /// The held connection, acquired when there is none.
-    async fn get<'a>(held: &'a mut Option<Held>, pool: &AnyPool) -> sqlx::Result<&'a mut Held> {
-        if held.is_none() {
-            let db = pool.acquire().await?;
-            *held = Some(Held { db, synced: None });
-        }
-        Ok(held.as_mut().expect("acquired above"))
-    }
-
-    /// On SQLite, syncs commits to disk (`durable`) or lets them wait for
-    /// the next synced one.
-    async fn synchronous(&mut self, backend: Backend, durable: bool) -> sqlx::Result<()> {
-        if backend != Backend::Sqlite || self.synced == Some(durable) {
-            return Ok(());
-        }
-        let pragma = if durable {
-            "PRAGMA synchronous = FULL"
-        } else {
-            "PRAGMA synchronous = NORMAL"
-        };
-        self.db.execute(pragma).await?;
-        self.synced = Some(durable);
-        Ok(())
-    }
-}
-
-/// Applies batches until every sender is gone.
-pub(super) async fn run(
-    pool: AnyPool,
-    backend: Backend,
-    mut queue: mpsc::Receiver<Write>,
-    counters: Arc<Counters>,
-) {
-    let mut held = None;
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = queue.recv().await {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(more) => batch.push(more),
-                Err(_) => break,
-            }
-        }
-        let writes = std::mem::take(&mut batch);
-        let count = writes.len() as u64;
-        match commit(&pool, &mut held, backend, writes, &counters.events).await {
+impl Counters {
+    /// Answers a batch's writers and counts it.
+    fn settle(&self, count: usize, committed: Committed) {
+        match committed {
             Ok(done) => {
-                counters.commits.fetch_add(1, Ordering::Relaxed);
-                counters.writes.fetch_add(count, Ordering::Relaxed);
+                self.commits.fetch_add(1, Ordering::Relaxed);
+                self.writes.fetch_add(count as u64, Ordering::Relaxed);
                 done.into_iter().for_each(answer);
             }
-            Err((waiting, e)) => {
-                held = None;
-                waiting.into_iter().for_each(|w| fail(w, &e));
-            }
-        }
-        if backend != Backend::Sqlite {
-            held = None;
+            Err((waiting, e)) => waiting.into_iter().for_each(|w| fail(w, &e)),
         }
     }
 }
 
-/// One transaction for the whole batch. It waits for the disk only when
-/// it records an outcome: a claim, event or retained output lost to a
-/// crash is harmless (nothing that refers to it was recorded), and the
-/// synced commit of an outcome makes every earlier commit durable too.
-async fn commit(
-    pool: &AnyPool,
-    held: &mut Option<Held>,
-    backend: Backend,
+/// `first` and what else is queued now, up to [`MAX_BATCH`].
+fn batch(first: Write, queue: &mut mpsc::Receiver<Write>) -> Vec<Write> {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    batch.push(first);
+    while batch.len() < MAX_BATCH {
+        match queue.try_recv() {
+            Ok(more) => batch.push(more),
+            Err(_) => break,
+        }
+    }
+    batch
+}
+
+/// A value bound to a statement's `$n`.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Arg<'a> {
+    Text(&'a str),
+    OptText(Option<&'a str>),
+    Int(i64),
+    Blob(&'a [u8]),
+}
+
+/// A row read back, its columns by position.
+pub(super) trait Cells {
+    fn text(&self, column: usize) -> Result<Option<String>, String>;
+    fn int(&self, column: usize) -> Result<i64, String>;
+}
+
+/// A connection the writes run on. Statements are written once, with
+/// `$n` placeholders, which both backends read.
+pub(super) trait Conn {
+    type Row: Cells + Send;
+
+    /// Runs a statement; the rows it changed.
+    fn execute(
+        &mut self,
+        sql: &'static str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<u64, String>> + Send;
+
+    /// Runs a query; every row.
+    fn fetch_all(
+        &mut self,
+        sql: &'static str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Vec<Self::Row>, String>> + Send;
+}
+
+/// Applies a batch in order; after the first failure the rest only wait
+/// to be told (the caller rolls back).
+pub(super) async fn apply_all<C: Conn + Send>(
+    db: &mut C,
     writes: Vec<Write>,
     events: &AtomicU64,
-) -> Result<Vec<Done>, (Vec<Done>, String)> {
-    let durable = writes.iter().any(|w| matches!(w, Write::Record { .. }));
-    let held = match Held::get(held, pool).await {
-        Ok(held) => held,
-        Err(e) => return Err((writes.into_iter().map(pending).collect(), e.to_string())),
-    };
-    if let Err(e) = held.synchronous(backend, durable).await {
-        return Err((writes.into_iter().map(pending).collect(), e.to_string()));
-    }
-    let db = &mut held.db;
-    if let [write] = writes.as_slice()
-        && is_one_statement(write)
-        && (backend == Backend::Sqlite || durable)
-    {
-        return commit_alone(db, writes, events).await;
-    }
-    let begun = async {
-        let mut tx = sqlx::Acquire::begin(&mut **db).await?;
-        if backend == Backend::Postgres && !durable {
-            tx.execute("SET LOCAL synchronous_commit = off").await?;
-        }
-        Ok::<_, sqlx::Error>(tx)
-    };
-    let mut tx = match begun.await {
-        Ok(tx) => tx,
-        Err(e) => return Err((writes.into_iter().map(pending).collect(), e.to_string())),
-    };
+) -> Committed {
     let mut done = Vec::with_capacity(writes.len());
     let mut failed = None;
     for write in writes {
@@ -185,7 +170,7 @@ async fn commit(
             done.push(pending(write));
             continue;
         }
-        match apply(&mut tx, write, events).await {
+        match apply(db, write, events).await {
             Ok(d) => done.push(d),
             Err((d, e)) => {
                 done.push(d);
@@ -193,39 +178,9 @@ async fn commit(
             }
         }
     }
-    if let Some(e) = failed {
-        let _ = tx.rollback().await;
-        return Err((done, e));
-    }
-    match tx.commit().await {
-        Ok(()) => Ok(done),
-        Err(e) => Err((done, e.to_string())),
-    }
-}
-
-/// Whether a write is one statement (or, for a claim taken over, a guarded
-/// update that needs no transaction around it), so alone in its batch it
-/// can run without BEGIN and COMMIT: half the round trips of a quiet call.
-fn is_one_statement(write: &Write) -> bool {
-    matches!(
-        write,
-        Write::Claim { .. } | Write::Record { .. } | Write::Event(_)
-    )
-}
-
-/// One such write on its own, committed as it runs (autocommit); on
-/// SQLite synced to disk only when it records an outcome.
-async fn commit_alone(
-    db: &mut AnyConnection,
-    mut writes: Vec<Write>,
-    events: &AtomicU64,
-) -> Result<Vec<Done>, (Vec<Done>, String)> {
-    let Some(write) = writes.pop() else {
-        return Ok(Vec::new());
-    };
-    match apply(db, write, events).await {
-        Ok(done) => Ok(vec![done]),
-        Err((done, e)) => Err((vec![done], e)),
+    match failed {
+        Some(e) => Err((done, e)),
+        None => Ok(done),
     }
 }
 
@@ -259,7 +214,7 @@ fn fail(done: Done, e: &str) {
 
 type Applied = Result<Done, (Done, String)>;
 
-async fn apply(db: &mut AnyConnection, write: Write, events: &AtomicU64) -> Applied {
+async fn apply<C: Conn + Send>(db: &mut C, write: Write, events: &AtomicU64) -> Applied {
     match write {
         Write::Claim {
             context,
@@ -269,7 +224,7 @@ async fn apply(db: &mut AnyConnection, write: Write, events: &AtomicU64) -> Appl
             done,
         } => match claim(db, &context, &tool, &owner, lease_until).await {
             Ok(claim) => Ok(Done::Claim(done, claim)),
-            Err(e) => Err((Done::Claim(done, Claim::Claimed), e.to_string())),
+            Err(e) => Err((Done::Claim(done, Claim::Claimed), e)),
         },
         Write::Record {
             context,
@@ -279,11 +234,11 @@ async fn apply(db: &mut AnyConnection, write: Write, events: &AtomicU64) -> Appl
             done,
         } => match record(db, &context, &owner, status, &settlement).await {
             Ok(recorded) => Ok(Done::Record(done, recorded)),
-            Err(e) => Err((Done::Record(done, false), e.to_string())),
+            Err(e) => Err((Done::Record(done, false), e)),
         },
         Write::Event(event) => match keep_event(db, &event, events).await {
             Ok(()) => Ok(Done::Nothing),
-            Err(e) => Err((Done::Nothing, e.to_string())),
+            Err(e) => Err((Done::Nothing, e)),
         },
         Write::Retain {
             id,
@@ -294,7 +249,7 @@ async fn apply(db: &mut AnyConnection, write: Write, events: &AtomicU64) -> Appl
             done,
         } => match retain(db, &id, &session, &text, quota, expired_before).await {
             Ok(()) => Ok(Done::Plain(done)),
-            Err(e) => Err((Done::Plain(done), e.to_string())),
+            Err(e) => Err((Done::Plain(done), e)),
         },
         Write::Answers {
             scope,
@@ -302,75 +257,89 @@ async fn apply(db: &mut AnyConnection, write: Write, events: &AtomicU64) -> Appl
             done,
         } => match save_answers(db, &scope, &answers).await {
             Ok(()) => Ok(Done::Plain(done)),
-            Err(e) => Err((Done::Plain(done), e.to_string())),
+            Err(e) => Err((Done::Plain(done), e)),
         },
     }
 }
 
+/// The call's ids, as the first three arguments of a statement.
+fn ids(context: &CallContext) -> [Arg<'_>; 3] {
+    [
+        Arg::Text(&context.session_id),
+        Arg::Text(&context.message_id),
+        Arg::Text(&context.call_id),
+    ]
+}
+
 /// Claims the ids, finds their recorded outcome, or finds them running
 /// (taking them over when the running claim ran out).
-async fn claim(
-    db: &mut AnyConnection,
+async fn claim<C: Conn + Send>(
+    db: &mut C,
     context: &CallContext,
     tool: &str,
     owner: &str,
     lease_until: i64,
-) -> sqlx::Result<Claim> {
+) -> Result<Claim, String> {
     let now = now_millis();
-    let inserted = sqlx::query(
-        "INSERT INTO calls (session_id, message_id, call_id, agent, tool, state, owner, lease_until, started_at, caller) \
-         VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9) \
-         ON CONFLICT (session_id, message_id, call_id) DO NOTHING",
-    )
-    .bind(context.session_id.as_str())
-    .bind(context.message_id.as_str())
-    .bind(context.call_id.as_str())
-    .bind(context.agent.as_str())
-    .bind(tool)
-    .bind(owner)
-    .bind(lease_until)
-    .bind(now)
-    .bind(context.caller.as_ref().map(Caller::name))
-    .execute(&mut *db)
-    .await?;
-    if inserted.rows_affected() == 1 {
+    let [session, message, call] = ids(context);
+    let inserted = db
+        .execute(
+            "INSERT INTO calls (session_id, message_id, call_id, agent, tool, state, owner, lease_until, started_at, caller) \
+             VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9) \
+             ON CONFLICT (session_id, message_id, call_id) DO NOTHING",
+            &[
+                session,
+                message,
+                call,
+                Arg::Text(&context.agent),
+                Arg::Text(tool),
+                Arg::Text(owner),
+                Arg::Int(lease_until),
+                Arg::Int(now),
+                Arg::OptText(context.caller.as_ref().map(Caller::name)),
+            ],
+        )
+        .await?;
+    if inserted == 1 {
         return Ok(Claim::Claimed);
     }
-    let row = sqlx::query(
-        "SELECT state, settlement, lease_until FROM calls \
-         WHERE session_id = $1 AND message_id = $2 AND call_id = $3",
-    )
-    .bind(context.session_id.as_str())
-    .bind(context.message_id.as_str())
-    .bind(context.call_id.as_str())
-    .fetch_one(&mut *db)
-    .await?;
-    let state: String = row.try_get(0)?;
-    if state == "done" {
-        let text: Option<String> = row.try_get(1)?;
-        let settlement = serde_json::from_str(text.as_deref().unwrap_or_default())
-            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    let rows = db
+        .fetch_all(
+            "SELECT state, settlement, lease_until FROM calls \
+             WHERE session_id = $1 AND message_id = $2 AND call_id = $3",
+            &ids(context),
+        )
+        .await?;
+    let row = rows
+        .first()
+        .ok_or("the claimed call vanished from the store")?;
+    if row.text(0)?.as_deref() == Some("done") {
+        let text = row.text(1)?.unwrap_or_default();
+        let settlement = serde_json::from_str(&text)
+            .map_err(|e| format!("its recorded outcome does not parse: {e}"))?;
         return Ok(Claim::Replay(Box::new(settlement)));
     }
-    let until: i64 = row.try_get(2)?;
+    let until = row.int(2)?;
     if until >= now {
         return Ok(Claim::Running { until });
     }
     // The runner that claimed it is gone: its lease ran out.
-    let taken = sqlx::query(
-        "UPDATE calls SET owner = $1, lease_until = $2, started_at = $3 \
-         WHERE session_id = $4 AND message_id = $5 AND call_id = $6 AND state = 'running' AND lease_until < $7",
-    )
-    .bind(owner)
-    .bind(lease_until)
-    .bind(now)
-    .bind(context.session_id.as_str())
-    .bind(context.message_id.as_str())
-    .bind(context.call_id.as_str())
-    .bind(now)
-    .execute(&mut *db)
-    .await?;
-    Ok(if taken.rows_affected() == 1 {
+    let taken = db
+        .execute(
+            "UPDATE calls SET owner = $1, lease_until = $2, started_at = $3 \
+             WHERE session_id = $4 AND message_id = $5 AND call_id = $6 AND state = 'running' AND lease_until < $7",
+            &[
+                Arg::Text(owner),
+                Arg::Int(lease_until),
+                Arg::Int(now),
+                session,
+                message,
+                call,
+                Arg::Int(now),
+            ],
+        )
+        .await?;
+    Ok(if taken == 1 {
         Claim::Claimed
     } else {
         Claim::Running { until }
@@ -379,139 +348,147 @@ async fn claim(
 
 /// Records the outcome of a call `owner` claimed; false if the claim was
 /// no longer its own.
-async fn record(
-    db: &mut AnyConnection,
+async fn record<C: Conn + Send>(
+    db: &mut C,
     context: &CallContext,
     owner: &str,
     status: &str,
     settlement: &str,
-) -> sqlx::Result<bool> {
-    let updated = sqlx::query(
-        "UPDATE calls SET state = 'done', status = $1, settlement = $2, ended_at = $3 \
-         WHERE session_id = $4 AND message_id = $5 AND call_id = $6 AND owner = $7 AND state = 'running'",
-    )
-    .bind(status)
-    .bind(settlement)
-    .bind(now_millis())
-    .bind(context.session_id.as_str())
-    .bind(context.message_id.as_str())
-    .bind(context.call_id.as_str())
-    .bind(owner)
-    .execute(&mut *db)
-    .await?;
-    Ok(updated.rows_affected() == 1)
+) -> Result<bool, String> {
+    let [session, message, call] = ids(context);
+    let updated = db
+        .execute(
+            "UPDATE calls SET state = 'done', status = $1, settlement = $2, ended_at = $3 \
+             WHERE session_id = $4 AND message_id = $5 AND call_id = $6 AND owner = $7 AND state = 'running'",
+            &[
+                Arg::Text(status),
+                Arg::Text(settlement),
+                Arg::Int(now_millis()),
+                session,
+                message,
+                call,
+                Arg::Text(owner),
+            ],
+        )
+        .await?;
+    Ok(updated == 1)
 }
 
-async fn keep_event(
-    db: &mut AnyConnection,
+async fn keep_event<C: Conn + Send>(
+    db: &mut C,
     event: &StoreEvent,
     kept: &AtomicU64,
-) -> sqlx::Result<()> {
-    sqlx::query(
+) -> Result<(), String> {
+    let [session, message, call] = ids(&event.context);
+    let body = event.body.to_string();
+    db.execute(
         "INSERT INTO events (kind, session_id, message_id, call_id, at, body, caller) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            Arg::Text(event.kind),
+            session,
+            message,
+            call,
+            Arg::Int(now_millis()),
+            Arg::Text(&body),
+            Arg::OptText(event.context.caller.as_ref().map(Caller::name)),
+        ],
     )
-    .bind(event.kind)
-    .bind(event.context.session_id.as_str())
-    .bind(event.context.message_id.as_str())
-    .bind(event.context.call_id.as_str())
-    .bind(now_millis())
-    .bind(event.body.to_string())
-    .bind(event.context.caller.as_ref().map(Caller::name))
-    .execute(&mut *db)
     .await?;
     // Now and then, drop what is beyond the bound.
     if kept.fetch_add(1, Ordering::Relaxed).is_multiple_of(1024) {
         let cap = i64::try_from(MAX_STORED_EVENTS).unwrap_or(i64::MAX);
-        sqlx::query("DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - $1")
-            .bind(cap)
-            .execute(&mut *db)
-            .await?;
+        db.execute(
+            "DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - $1",
+            &[Arg::Int(cap)],
+        )
+        .await?;
     }
     Ok(())
 }
 
 /// Keeps `text` in chunks, first removing outputs past their retention and
 /// the oldest ones the quota needs room from.
-async fn retain(
-    db: &mut AnyConnection,
+async fn retain<C: Conn + Send>(
+    db: &mut C,
     id: &str,
     session: &str,
     text: &[u8],
     quota: u64,
     expired_before: i64,
-) -> sqlx::Result<()> {
-    let expired = ids(sqlx::query("SELECT id FROM outputs WHERE created_at < $1")
-        .bind(expired_before)
-        .fetch_all(&mut *db)
-        .await?)?;
-    remove_outputs(db, &expired).await?;
+) -> Result<(), String> {
+    let expired = db
+        .fetch_all(
+            "SELECT id FROM outputs WHERE created_at < $1",
+            &[Arg::Int(expired_before)],
+        )
+        .await?;
+    for row in &expired {
+        remove_output(db, &row.text(0)?.unwrap_or_default()).await?;
+    }
     let bytes = i64::try_from(text.len()).unwrap_or(i64::MAX);
     let quota = i64::try_from(quota).unwrap_or(i64::MAX);
-    let mut used: i64 = sqlx::query("SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) FROM outputs")
-        .fetch_one(&mut *db)
-        .await?
-        .try_get(0)?;
-    while used + bytes > quota {
-        let oldest = sqlx::query("SELECT id, bytes FROM outputs ORDER BY created_at LIMIT 1")
-            .fetch_optional(&mut *db)
-            .await?;
-        let Some(oldest) = oldest else { break };
-        let (id, size): (String, i64) = (oldest.try_get(0)?, oldest.try_get(1)?);
-        remove_outputs(db, &[id]).await?;
-        used -= size;
-    }
-    sqlx::query("INSERT INTO outputs (id, session_id, bytes, created_at) VALUES ($1, $2, $3, $4)")
-        .bind(id)
-        .bind(session)
-        .bind(bytes)
-        .bind(now_millis())
-        .execute(&mut *db)
+    let sum = db
+        .fetch_all(
+            "SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) FROM outputs",
+            &[],
+        )
         .await?;
+    let mut used = sum.first().map_or(Ok(0), |row| row.int(0))?;
+    while used + bytes > quota {
+        let oldest = db
+            .fetch_all(
+                "SELECT id, bytes FROM outputs ORDER BY created_at LIMIT 1",
+                &[],
+            )
+            .await?;
+        let Some(oldest) = oldest.first() else { break };
+        remove_output(db, &oldest.text(0)?.unwrap_or_default()).await?;
+        used -= oldest.int(1)?;
+    }
+    db.execute(
+        "INSERT INTO outputs (id, session_id, bytes, created_at) VALUES ($1, $2, $3, $4)",
+        &[
+            Arg::Text(id),
+            Arg::Text(session),
+            Arg::Int(bytes),
+            Arg::Int(now_millis()),
+        ],
+    )
+    .await?;
     for (seq, chunk) in text.chunks(OUTPUT_CHUNK_BYTES).enumerate() {
-        sqlx::query("INSERT INTO output_chunks (id, seq, data) VALUES ($1, $2, $3)")
-            .bind(id)
-            .bind(i64::try_from(seq).unwrap_or(i64::MAX))
-            .bind(chunk.to_vec())
-            .execute(&mut *db)
-            .await?;
+        db.execute(
+            "INSERT INTO output_chunks (id, seq, data) VALUES ($1, $2, $3)",
+            &[
+                Arg::Text(id),
+                Arg::Int(i64::try_from(seq).unwrap_or(i64::MAX)),
+                Arg::Blob(chunk),
+            ],
+        )
+        .await?;
     }
     Ok(())
 }
 
-/// The first column of each row, as text.
-fn ids(rows: Vec<sqlx::any::AnyRow>) -> sqlx::Result<Vec<String>> {
-    rows.iter().map(|row| row.try_get(0)).collect()
-}
-
-/// Removes these outputs and their chunks.
-async fn remove_outputs(db: &mut AnyConnection, ids: &[String]) -> sqlx::Result<()> {
-    for id in ids {
-        sqlx::query("DELETE FROM output_chunks WHERE id = $1")
-            .bind(id.as_str())
-            .execute(&mut *db)
-            .await?;
-        sqlx::query("DELETE FROM outputs WHERE id = $1")
-            .bind(id.as_str())
-            .execute(&mut *db)
-            .await?;
-    }
+/// Removes an output and its chunks.
+async fn remove_output<C: Conn + Send>(db: &mut C, id: &str) -> Result<(), String> {
+    db.execute("DELETE FROM output_chunks WHERE id = $1", &[Arg::Text(id)])
+        .await?;
+    db.execute("DELETE FROM outputs WHERE id = $1", &[Arg::Text(id)])
+        .await?;
     Ok(())
 }
 
-async fn save_answers(
-    db: &mut AnyConnection,
+async fn save_answers<C: Conn + Send>(
+    db: &mut C,
     scope: &str,
     answers: &[(String, String)],
-) -> sqlx::Result<()> {
+) -> Result<(), String> {
     for (action, pattern) in answers {
-        sqlx::query(
+        db.execute(
             "INSERT INTO answers (scope, action, pattern) VALUES ($1, $2, $3) \
              ON CONFLICT (scope, action, pattern) DO NOTHING",
+            &[Arg::Text(scope), Arg::Text(action), Arg::Text(pattern)],
         )
-        .bind(scope)
-        .bind(action.as_str())
-        .bind(pattern.as_str())
-        .execute(&mut *db)
         .await?;
     }
     Ok(())
