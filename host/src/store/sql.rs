@@ -85,8 +85,8 @@ impl SqlStore {
         if backend == Backend::Sqlite {
             options = options.after_connect(|db, _| {
                 Box::pin(async move {
-                    // WAL lets reads run beside the writer; FULL syncs every
-                    // commit, so a recorded outcome survives a crash.
+                    // WAL lets reads run beside the writer (a connection of
+                    // its own); FULL syncs the migrations these run.
                     db.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000;")
                         .await?;
                     Ok(())
