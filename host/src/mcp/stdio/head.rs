@@ -82,6 +82,11 @@ impl HeadScanner {
         }
     }
 
+    /// Forgets the line without reading what it was: ready for the next.
+    pub(super) fn reset(&mut self) {
+        *self = HeadScanner::default();
+    }
+
     /// What the line was; the scanner is ready for the next one.
     pub(super) fn finish(&mut self) -> Head {
         let scanned = std::mem::take(self);

@@ -86,25 +86,29 @@ impl<R> BoundedLines<R> {
         if content > room {
             let kept = room as usize;
             let take = kept.min(out.remaining());
-            self.pass(take, out);
+            self.pass(take, out, true);
             if take == kept {
                 self.skipping = true;
                 self.spoiler = SPOILER.len();
             }
             return;
         }
+        // A line that ends here fits, so what it was is never asked: only
+        // the bytes of a line that may yet grow too long are scanned.
         let take = through.min(out.remaining());
-        self.pass(take, out);
+        self.pass(take, out, newline.is_none());
         if newline.is_some() && take == through {
             self.line = 0;
-            self.head.finish();
+            self.head.reset();
         }
     }
 
-    /// Passes the next `n` pending bytes on.
-    fn pass(&mut self, n: usize, out: &mut ReadBuf<'_>) {
+    /// Passes the next `n` pending bytes on, scanning them if `scan`.
+    fn pass(&mut self, n: usize, out: &mut ReadBuf<'_>, scan: bool) {
         let bytes = &self.buf[self.start..self.start + n];
-        self.head.feed(bytes);
+        if scan {
+            self.head.feed(bytes);
+        }
         out.put_slice(bytes);
         self.line += n as u64;
         self.start += n;
