@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
 use tracing::{Event, Level, Metadata, Subscriber};
-use tracing_subscriber::layer::{Context, Filter, SubscriberExt as _};
+use tracing_subscriber::layer::{Context, Filter, Layered, SubscriberExt as _};
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
@@ -34,7 +34,7 @@ pub(crate) fn init(format: Format) {
     let filter = EnvFilter::try_from_env("TOOLHOST_LOG")
         .unwrap_or_else(|_| EnvFilter::new("warn,rmcp=error"));
     let debug = filter.max_level_hint() >= Some(LevelFilter::DEBUG);
-    let layer: Box<dyn Layer<Registry> + Send + Sync> = match format {
+    let layer: Box<dyn Layer<Layered<EnvFilter, Registry>> + Send + Sync> = match format {
         Format::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .boxed(),
@@ -43,8 +43,14 @@ pub(crate) fn init(format: Format) {
             .with_writer(std::io::stderr)
             .boxed(),
     };
-    let layer = layer.with_filter(filter).with_filter(Routine { debug });
-    tracing_subscriber::registry().with(layer).init();
+    // The level filter is the subscriber's own, not the layer's: what it
+    // turns off (every span and debug event, by default) is then off at its
+    // callsite and costs a call nothing, where a layer's filter would leave
+    // the registry tracking each span only to drop it.
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(layer.with_filter(Routine { debug }))
+        .init();
 }
 
 /// `text` as one JSON log line, if logs are JSON: at ERROR or WARN when it
