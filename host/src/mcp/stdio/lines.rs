@@ -201,4 +201,24 @@ mod tests {
         );
         assert_eq!(reports[0].bytes, long.len() as u64 + 1);
     }
+
+    #[tokio::test]
+    async fn a_line_that_fits_across_reads_leaves_the_next_line_scanned_afresh() {
+        let fits = format!(
+            "{{\"id\":1,\"method\":\"m\",\"p\":\"{}\"}}",
+            "f".repeat(CHUNK)
+        );
+        let long = format!(
+            "{{\"method\":\"m\",\"p\":\"{}\",\"id\":9}}",
+            "p".repeat(CHUNK * 3)
+        );
+        let input = format!("{fits}\n{long}\n").into_bytes();
+        let (out, reports) = through(input, CHUNK * 2).await;
+        assert!(out.starts_with(format!("{fits}\n").as_bytes()));
+        assert_eq!(reports.len(), 1);
+        assert_eq!(
+            reports[0].head,
+            Head::Request(rmcp::model::NumberOrString::Number(9))
+        );
+    }
 }
