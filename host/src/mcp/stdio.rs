@@ -1,6 +1,7 @@
 //! MCP over stdin and stdout: one client per process. Every incoming line
 //! is bounded; one too large to read is answered, never left unanswered.
 
+mod decode;
 mod head;
 mod lines;
 
@@ -12,12 +13,14 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use serde_json::json;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::handler::Handler;
 use crate::mcp::server::{McpServer, ServeError};
 
+use decode::{Decoded, decode};
 use head::Head;
 use lines::{BoundedLines, Oversized};
 
@@ -67,11 +70,13 @@ impl McpServer {
     }
 }
 
-/// rmcp's stdio transport over bounded lines, answering each line that was
-/// too long: a request gets an error reply; a response to one of our
-/// requests (an elicitation's answer) fails that request at once.
+/// MCP over bounded lines of stdin and rmcp's writer to stdout, answering
+/// each line that was too long: a request gets an error reply; a response
+/// to one of our requests (an elicitation's answer) fails that request at
+/// once.
 struct BoundedStdio {
-    inner: AsyncRwTransport<RoleServer, BoundedLines<tokio::io::Stdin>, tokio::io::Stdout>,
+    stdin: StdinLines,
+    write: AsyncRwTransport<RoleServer, tokio::io::Empty, tokio::io::Stdout>,
     oversized: mpsc::UnboundedReceiver<Oversized>,
 }
 
@@ -79,13 +84,46 @@ impl BoundedStdio {
     fn new() -> BoundedStdio {
         let (tx, oversized) = mpsc::unbounded_channel();
         let (stdin, stdout) = rmcp::transport::stdio();
-        let lines = BoundedLines::new(stdin, MAX_STDIO_MESSAGE_BYTES, tx);
-        // Room for the byte that spoils a cut line and its newline: every
-        // line it passes on fits, so rmcp never drops one silently.
-        let inner = AsyncRwTransport::new_server(lines, stdout)
-            .with_max_line_length(MAX_STDIO_MESSAGE_BYTES + 2);
-        BoundedStdio { inner, oversized }
+        BoundedStdio {
+            stdin: StdinLines {
+                read: BufReader::new(BoundedLines::new(stdin, MAX_STDIO_MESSAGE_BYTES, tx)),
+                line: Vec::new(),
+            },
+            write: AsyncRwTransport::new_server(tokio::io::empty(), stdout),
+            oversized,
+        }
     }
+}
+
+/// Stdin, a line at a time.
+struct StdinLines {
+    /// Every line this yields fits the bound (or was cut to it).
+    read: BufReader<BoundedLines<tokio::io::Stdin>>,
+    /// The line being read; a read cancelled part-way leaves its bytes here.
+    line: Vec<u8>,
+}
+
+impl StdinLines {
+    /// What the next line carries; `None` once stdin ends (a last line
+    /// without its newline is incomplete, so nothing) or fails. Safe to
+    /// cancel: `read_until` keeps what it read in `line`.
+    async fn next(&mut self) -> Option<Decoded> {
+        if let Err(e) = self.read.read_until(b'\n', &mut self.line).await {
+            tracing::error!("cannot read stdin: {e}");
+            return None;
+        }
+        if !self.line.ends_with(b"\n") {
+            return None;
+        }
+        let decoded = decode(&self.line);
+        self.line.clear();
+        Some(decoded)
+    }
+}
+
+/// The answer to a line that was JSON but no message, as rmcp answers it.
+fn invalid_request() -> TxJsonRpcMessage<RoleServer> {
+    TxJsonRpcMessage::<RoleServer>::error(ErrorData::invalid_request("Invalid request", None), None)
 }
 
 impl Transport<RoleServer> for BoundedStdio {
@@ -95,23 +133,28 @@ impl Transport<RoleServer> for BoundedStdio {
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
+        self.write.send(item)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            // rmcp's receive keeps a partial line across cancellation, so
-            // dropping it for a report loses nothing.
             let dropped = tokio::select! {
                 biased;
                 Some(dropped) = self.oversized.recv() => dropped,
-                message = self.inner.receive() => return message,
+                line = self.stdin.next() => match line? {
+                    Decoded::Message(message) => return Some(message),
+                    Decoded::Dropped => continue,
+                    Decoded::Invalid => {
+                        self.write.send(invalid_request()).await.ok()?;
+                        continue;
+                    }
+                },
             };
             match dropped.head {
                 Head::Request(id) => {
                     let reply =
                         TxJsonRpcMessage::<RoleServer>::error(too_large(dropped.bytes), Some(id));
-                    if self.inner.send(reply).await.is_err() {
+                    if self.write.send(reply).await.is_err() {
                         return None;
                     }
                 }
@@ -126,7 +169,7 @@ impl Transport<RoleServer> for BoundedStdio {
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
+        self.write.close()
     }
 }
 
