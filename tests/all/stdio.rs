@@ -1,5 +1,6 @@
 //! `toolhost serve` over stdio, driven with raw JSON-RPC lines: what a
-//! client gets for a request too large to read.
+//! client gets for a request too large to read, or for a line that is no
+//! message.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -160,5 +161,44 @@ fn a_request_too_large_to_read_is_answered_with_an_error_and_the_connection_goes
     assert_eq!(
         after["result"]["structuredContent"]["message"],
         "still here"
+    );
+}
+
+#[test]
+fn a_line_that_is_no_message_is_dropped_or_refused_and_the_connection_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut served = Served::start(&[TEXT_TOOLS], dir.path(), |_| {});
+    // Not JSON, and an empty line: dropped unanswered. JSON that is no
+    // message: answered with Invalid Request, without an id.
+    served.send_raw(b"not json");
+    served.send_raw(b"");
+    served.send_raw(br#"{"a":1}"#);
+    let call = json!({
+        "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"message": "after"}}
+    });
+    served.send_raw(format!("  {call}\r").as_bytes());
+    let mut before = Vec::new();
+    let deadline = Instant::now() + REPLY_WITHIN;
+    let reply = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = served
+            .lines
+            .recv_timeout(left)
+            .expect("a reply to the call");
+        let message: Value = serde_json::from_str(&line).expect("the server writes JSON");
+        if message["id"] == json!(5) {
+            break message;
+        }
+        if message.get("method").is_none() {
+            before.push(message);
+        }
+    };
+    assert_eq!(before.len(), 1, "one answer before the call's: {before:?}");
+    assert_eq!(before[0]["error"]["code"], -32600, "{}", before[0]);
+    assert!(before[0]["id"].is_null(), "{}", before[0]);
+    assert_eq!(
+        reply["result"]["structuredContent"]["message"], "after",
+        "{reply}"
     );
 }
