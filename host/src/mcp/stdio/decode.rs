@@ -57,13 +57,15 @@ pub(super) fn decode(line: &[u8]) -> Decoded {
     }
 }
 
-/// The keys that say what kind of message a line is, read in place.
+/// A `tools/call` request as it is on the wire, read in one pass without
+/// the buffering of rmcp's flattened types.
 #[derive(Deserialize)]
-struct Shape<'a> {
-    #[serde(borrow, default)]
-    method: Option<&'a str>,
-    #[serde(default, deserialize_with = "present")]
-    id: bool,
+struct WireCall {
+    jsonrpc: JsonRpcVersion2_0,
+    id: RequestId,
+    #[expect(dead_code, reason = "read to check that it says `tools/call`")]
+    method: CallToolRequestMethod,
+    params: CallToolRequestParams,
     #[serde(default, deserialize_with = "present")]
     result: bool,
     #[serde(default, deserialize_with = "present")]
@@ -76,26 +78,14 @@ fn present<'de, D: Deserializer<'de>>(value: D) -> Result<bool, D::Error> {
     IgnoredAny::deserialize(value).map(|_| true)
 }
 
-/// A `tools/call` request as it is on the wire, read without the buffering
-/// of rmcp's flattened types.
-#[derive(Deserialize)]
-struct WireCall {
-    jsonrpc: JsonRpcVersion2_0,
-    id: RequestId,
-    #[expect(dead_code, reason = "read to check that it says `tools/call`")]
-    method: CallToolRequestMethod,
-    params: CallToolRequestParams,
-}
-
 /// The line's `tools/call` request, when it is one that rmcp would read
 /// as such; `None` leaves the line to rmcp.
 fn call_tool(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-    let shape: Shape<'_> = serde_json::from_slice(line).ok()?;
-    let is_call = shape.method == Some("tools/call") && shape.id && !shape.result && !shape.error;
-    if !is_call {
+    let mut call: WireCall = serde_json::from_slice(line).ok()?;
+    // A response's key makes the line no request to rmcp.
+    if call.result || call.error {
         return None;
     }
-    let mut call: WireCall = serde_json::from_slice(line).ok()?;
     // rmcp keeps a request's `_meta` in its extensions, not its params.
     let meta = call.params.meta.take();
     let mut request = CallToolRequest::new(call.params);
@@ -141,6 +131,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"e","arguments":{"n":1.5e300,"big":18446744073709551615,"neg":-3,"deep":[{"a":[null,true]}]},"_meta":{"progressToken":"p","io.example/x":{"k":1}}}}"#,
             r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"e\u00e9\n","arguments":{"s":"\ud83d\ude00"},"unknown":1},"extra":true}"#,
             r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"_meta":null,"name":"echo","requestState":"s"}}"#,
+            // An escaped method name says `tools/call` too.
+            r#"{"jsonrpc":"2.0","id":12,"method":"tools\/call","params":{"name":"e"}}"#,
             r#"{"id":11,"params":{"_meta":{"progressToken":3},"name":"echo","arguments":{}},"jsonrpc":"2.0","method":"tools/call"}"#,
             "  {\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"}}\r",
         ];
@@ -165,8 +157,10 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","error":null,"params":{"name":"e"}}"#,
             // No id: a notification of an unknown method.
             r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"e"}}"#,
-            // An escaped method name cannot be read in place.
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"e"}}"#,
+            // Other methods, and near misses.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/calls","params":{"name":"e"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"name":"e"}}"#,
             // Parameters that are no call's.
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
