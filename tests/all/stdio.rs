@@ -1,8 +1,10 @@
 //! `toolhost serve` over stdio, driven with raw JSON-RPC lines: what a
 //! client gets for a request too large to read, or for a line that is no
-//! message.
+//! message, and what stdin and stdout may be.
 
 use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -45,15 +47,7 @@ impl Served {
         let mut child = command.spawn().expect("runs toolhost serve");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(stdout);
         let mut served = Served {
             child,
             stdin,
@@ -124,6 +118,21 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The lines `output` carries, read on a thread of their own until it
+/// ends or the receiver is dropped.
+fn lines_of(output: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
 }
 
 /// A `tools/call` line of about `bytes` bytes, its id where `id_first` says.
@@ -201,4 +210,62 @@ fn a_line_that_is_no_message_is_dropped_or_refused_and_the_connection_goes_on() 
         reply["result"]["structuredContent"]["message"], "after",
         "{reply}"
     );
+}
+
+/// A socket for stdin and one pipe shared by stdout and stderr: the cases
+/// where the server keeps tokio's own stdin and stdout rather than polling
+/// the pipe (a pipe stderr shares must stay blocking for stderr's writes).
+#[test]
+fn a_socket_for_stdin_and_a_pipe_shared_with_stderr_are_served_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut client, server_end) = UnixStream::pair().unwrap();
+    let (output, output_writer) = std::io::pipe().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["serve", TEXT_TOOLS, "--no-cache", "--state-dir"])
+        .arg(dir.path().join("outputs"))
+        .stdin(Stdio::from(OwnedFd::from(server_end)))
+        .stdout(output_writer.try_clone().unwrap())
+        .stderr(output_writer)
+        .spawn()
+        .expect("runs toolhost serve");
+    let lines = lines_of(output);
+    let mut ask = |id: i64, method: &str, params: Value| {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(client, "{request}").expect("writes to the server");
+        let deadline = Instant::now() + REPLY_WITHIN;
+        let reply = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = lines.recv_timeout(left).expect("a reply");
+            // stderr's log lines arrive on the same pipe.
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if message["id"] == json!(id) {
+                break message;
+            }
+        };
+        if method == "initialize" {
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            writeln!(client, "{initialized}").expect("writes to the server");
+        }
+        reply
+    };
+    let client_info = json!({"name": "stdio-test", "version": "1"});
+    let init = ask(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client_info}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    let reply = ask(
+        1,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"message": "through a socket"}}),
+    );
+    assert_eq!(
+        reply["result"]["structuredContent"]["message"], "through a socket",
+        "{reply}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -4,6 +4,7 @@
 mod decode;
 mod head;
 mod lines;
+mod pipes;
 
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use crate::mcp::server::{McpServer, ServeError};
 use decode::{Decoded, decode};
 use head::Head;
 use lines::{BoundedLines, Oversized};
+use pipes::{Input, Output};
 
 /// The largest message (one line) read from stdin: rmcp's own line limit,
 /// which matches its HTTP client's event limit, so what one transport
@@ -76,20 +78,23 @@ impl McpServer {
 /// once.
 struct BoundedStdio {
     stdin: StdinLines,
-    write: AsyncRwTransport<RoleServer, tokio::io::Empty, tokio::io::Stdout>,
+    write: AsyncRwTransport<RoleServer, tokio::io::Empty, Output>,
     oversized: mpsc::UnboundedReceiver<Oversized>,
 }
 
 impl BoundedStdio {
     fn new() -> BoundedStdio {
         let (tx, oversized) = mpsc::unbounded_channel();
-        let (stdin, stdout) = rmcp::transport::stdio();
         BoundedStdio {
             stdin: StdinLines {
-                read: BufReader::new(BoundedLines::new(stdin, MAX_STDIO_MESSAGE_BYTES, tx)),
+                read: BufReader::new(BoundedLines::new(
+                    pipes::input(),
+                    MAX_STDIO_MESSAGE_BYTES,
+                    tx,
+                )),
                 line: Vec::new(),
             },
-            write: AsyncRwTransport::new_server(tokio::io::empty(), stdout),
+            write: AsyncRwTransport::new_server(tokio::io::empty(), pipes::output()),
             oversized,
         }
     }
@@ -98,7 +103,7 @@ impl BoundedStdio {
 /// Stdin, a line at a time.
 struct StdinLines {
     /// Every line this yields fits the bound (or was cut to it).
-    read: BufReader<BoundedLines<tokio::io::Stdin>>,
+    read: BufReader<BoundedLines<Input>>,
     /// The line being read; a read cancelled part-way leaves its bytes here.
     line: Vec<u8>,
 }
