@@ -266,6 +266,35 @@ fn a_socket_for_stdin_and_a_pipe_shared_with_stderr_are_served_too() {
         reply["result"]["structuredContent"]["message"], "through a socket",
         "{reply}"
     );
+    for fd in [0, 1, 2] {
+        assert!(
+            !non_blocking(child.id(), fd),
+            "fd {fd} was made non-blocking"
+        );
+    }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Stdin and stdout pipes, as clients launch servers: both are read and
+/// written through the runtime's poller, in non-blocking mode.
+#[test]
+fn stdin_and_stdout_pipes_are_polled() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(&[TEXT_TOOLS], dir.path(), |_| {});
+    assert!(non_blocking(served.pid(), 0), "stdin is not polled");
+    assert!(non_blocking(served.pid(), 1), "stdout is not polled");
+}
+
+/// Whether process `pid`'s descriptor `fd` is in non-blocking mode, as
+/// `/proc` tells (its open flags, in octal).
+fn non_blocking(pid: u32, fd: u32) -> bool {
+    const O_NONBLOCK: u32 = 0o4000;
+    let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap();
+    let flags = info
+        .lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+        .unwrap_or_else(|| panic!("no flags in fdinfo: {info}"));
+    flags & O_NONBLOCK != 0
 }

@@ -3,11 +3,11 @@
 //! thread hand-offs per message, each a wake-up that costs a call tens of
 //! microseconds on a small VM. A pipe (what an MCP client spawns its server
 //! with) is read and written through the runtime's poller instead; anything
-//! else (a terminal, a file) keeps tokio's.
+//! else (a terminal, a file, a socket) keeps tokio's.
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt as _;
 use std::pin::Pin;
 
@@ -32,26 +32,27 @@ pub(super) fn input() -> Input {
     }
 }
 
-/// Stdout: the pipe itself when it is one that stderr does not share
-/// (putting it in non-blocking mode would make stderr's writes fail when
-/// the pipe is full).
+/// Stdout: the pipe itself when it is one that stderr does not share.
 pub(super) fn output() -> Output {
-    let pipe = io::stdout().as_fd().try_clone_to_owned().and_then(|out| {
-        match shares_pipe(&out, io::stderr().as_fd()) {
-            Ok(false) => pipe::Sender::from_owned_fd(out),
-            Ok(true) => Err(io::Error::other("stderr writes to the same pipe")),
-            Err(e) => Err(e),
-        }
-    });
-    match pipe {
+    match polled_stdout() {
         Ok(pipe) => Box::pin(pipe),
         Err(_) => Box::pin(tokio::io::stdout()),
     }
 }
 
-/// Whether `other` is the same file (pipe) as `fd`.
-fn shares_pipe(fd: &OwnedFd, other: BorrowedFd<'_>) -> io::Result<bool> {
-    let this = File::from(fd.try_clone()?).metadata()?;
-    let that = File::from(other.try_clone_to_owned()?).metadata()?;
-    Ok(this.dev() == that.dev() && this.ino() == that.ino())
+/// Stdout as a non-blocking pipe, unless stderr writes to the same one:
+/// then non-blocking mode would make stderr's writes fail when it is full.
+fn polled_stdout() -> io::Result<pipe::Sender> {
+    let stdout = io::stdout().as_fd().try_clone_to_owned()?;
+    if same_file(stdout.as_fd(), io::stderr().as_fd())? {
+        return Err(io::Error::other("stderr writes to the same pipe"));
+    }
+    pipe::Sender::from_owned_fd(stdout)
+}
+
+/// Whether two descriptors name the same file (here, the same pipe).
+fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> io::Result<bool> {
+    let a = File::from(a.try_clone_to_owned()?).metadata()?;
+    let b = File::from(b.try_clone_to_owned()?).metadata()?;
+    Ok(a.dev() == b.dev() && a.ino() == b.ino())
 }
