@@ -227,6 +227,14 @@ fn probes_answer_and_metrics_count_the_calls_without_ids() {
         .is_some_and(|n| n >= echoes as f64),
         "the store's operations are timed: {metrics}"
     );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"toolhost_store_duration_seconds_count{operation="claim"}"#
+        ),
+        None,
+        "calls under minted message ids run unclaimed, one write each: {metrics}"
+    );
     assert!(!metrics.contains(&session), "a session id in the metrics");
     assert!(
         !metrics.contains("no_such_tool"),

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use toolhost::outcome::{Culprit, FaultKind, HostFault};
-use toolhost::store::{OutcomeFilter, SqlStore, Store};
+use toolhost::store::{Claim, OutcomeFilter, SqlStore, Store, StoreError};
 use toolhost::{
     Call, CallContext, ContentPart, Host, Location, Outcome, Settlement, Tool, ToolResponse,
 };
@@ -167,6 +167,51 @@ async fn r38_duplicate_ids_in_flight_run_once_and_replay_the_outcome() {
         assert!(again.replayed);
         assert_eq!(text(&again), r#"run 1 of {"n":1}"#);
         assert_eq!(runs.load(Ordering::SeqCst), 1, "nothing ran again");
+    }
+}
+
+#[tokio::test]
+async fn r38_an_unclaimed_outcome_is_one_row_that_every_replica_replays() {
+    for backend in backends() {
+        let backend = backend();
+        let store = backend.open().await;
+        let host = Host::builder().store(store.clone()).build().unwrap();
+        let (runs, gate) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(Semaphore::new(1 << 20)),
+        );
+        let (location, _r) = counting(&host, &runs, &gate);
+        let seed = location
+            .snapshot()
+            .settle(Call::new("counted", "{}", ids("seed")))
+            .await;
+        assert_eq!(seed.outcome.status(), "completed");
+        assert!(store.runs_unclaimed(), "the store answered");
+        let mut unclaimed = seed.clone();
+        unclaimed.context = ids("unclaimed");
+        store.record_unclaimed(&unclaimed).await.unwrap();
+        for taken in [&unclaimed, &seed] {
+            let again = store.record_unclaimed(taken).await;
+            assert!(
+                matches!(again, Err(StoreError::IdsTaken { .. })),
+                "ids in the store are never written again: {again:?}"
+            );
+        }
+        let replica = backend.open().await;
+        let lease = std::time::Duration::from_secs(60);
+        let Claim::Replay(replayed) = replica
+            .claim(&ids("unclaimed"), "counted", lease)
+            .await
+            .unwrap()
+        else {
+            panic!("another replica replays the unclaimed outcome");
+        };
+        assert_eq!(replayed.tool, "counted");
+        assert_eq!(replayed.context, ids("unclaimed"));
+        let mut filter = OutcomeFilter::default();
+        filter.call = Some("unclaimed".into());
+        assert_eq!(replica.outcomes(&filter).await.unwrap().len(), 1);
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "only the seed ran");
     }
 }
 
@@ -501,23 +546,39 @@ fn r38_a_full_disk_fails_calls_naming_the_store_and_serve_recovers_when_there_is
     // memory image (a file too) before the disk fills.
     assert!(served.call(1, "echo", echo.clone()).get("result").is_some());
     crate::event_log::limit_file_size(served.pid(), 1);
+    let message = |reply: &Value| {
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // The store answered last time: the call (its message id minted for
+    // it) runs unclaimed, and its one write fails.
     let full = served.call(2, "echo", echo.clone());
-    let message = full["error"]["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(message.contains("could not claim"), "{full}");
-    assert!(message.contains("store.sqlite3"), "names the store: {full}");
+    assert!(message(&full).contains("could not record"), "{full}");
+    assert!(
+        message(&full).contains("store.sqlite3"),
+        "names the store: {full}"
+    );
+    // Now calls claim first, and fail before they run.
+    let full = served.call(3, "echo", echo.clone());
+    assert!(message(&full).contains("could not claim"), "{full}");
     crate::event_log::limit_file_size(served.pid(), libc::RLIM_INFINITY);
-    let back = served.call(3, "echo", echo);
+    let back = served.call(4, "echo", echo.clone());
     assert_eq!(back["result"]["content"][0]["text"], "hi", "{back}");
+    let unclaimed = served.call(5, "echo", echo);
+    assert_eq!(
+        unclaimed["result"]["content"][0]["text"], "hi",
+        "{unclaimed}"
+    );
     drop(served);
-    // Nothing recorded twice, nothing lost: the two calls that ran.
+    // Nothing recorded twice, nothing lost: the calls that ran and were
+    // recorded.
     let out = Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .args(["events", "--json", "--state-dir"])
         .arg(dir.path().join("outputs"))
         .output()
         .unwrap();
     let listed = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert_eq!(listed.lines().count(), 3, "calls 1, 4 and 5: {listed}");
 }

@@ -201,18 +201,28 @@ impl Handler {
             .await
     }
 
-    fn call_context(
+    /// The call of `tool`, under the message id the client named, else
+    /// one minted for it.
+    fn call(
         &self,
+        tool: impl Into<String>,
+        input: String,
         context: &RequestContext<RoleServer>,
         scope: &RequestScope,
-    ) -> CallContext {
-        CallContext {
+    ) -> Call {
+        let message = meta_str(context, MESSAGE_ID_KEY);
+        let minted = message.is_none();
+        let ids = CallContext {
             session_id: scope.session.clone(),
             caller: scope.who.clone(),
             agent: Self::agent(context),
-            message_id: meta_str(context, MESSAGE_ID_KEY)
-                .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple())),
+            message_id: message.unwrap_or_default(),
             call_id: context.id.to_string(),
+        };
+        if minted {
+            Call::minted(tool, input, ids)
+        } else {
+            Call::new(tool, input, ids)
         }
     }
 
@@ -257,7 +267,8 @@ impl Handler {
         let (steps_tx, steps) = mpsc::channel(1);
         let mode = Self::ask_mode(context, legacy, &steps_tx, answers.clone());
         let ask = Arc::new(McpAsk::new(mode));
-        let mut call = Call::new(request.name, input, self.call_context(context, scope))
+        let mut call = self
+            .call(request.name, input, context, scope)
             .with_cancel(cancel.clone())
             .with_output_scope(scope.outputs.clone());
         if self

@@ -389,6 +389,14 @@ impl Store for MeteredStore {
         self.timed(StoreOp::Record, self.inner.record(settlement))
     }
 
+    fn runs_unclaimed(&self) -> bool {
+        self.inner.runs_unclaimed()
+    }
+
+    fn record_unclaimed<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
+        self.timed(StoreOp::Record, self.inner.record_unclaimed(settlement))
+    }
+
     fn event(&self, event: StoreEvent) {
         let started = Instant::now();
         self.inner.event(event);

@@ -34,6 +34,9 @@ pub struct Call {
     /// Who may read the outputs this call retains. Default: the call's
     /// session ([`CallContext::session_id`]).
     pub output_scope: Option<String>,
+    /// Whether the message id was minted for this call alone, so no store
+    /// can hold its ids yet (set only by [`Call::minted`]).
+    minted: bool,
 }
 
 impl fmt::Debug for Call {
@@ -60,7 +63,30 @@ impl Call {
             approver: None,
             events: None,
             output_scope: None,
+            minted: false,
         }
+    }
+
+    /// A call of `tool` under a message id minted for it (`msg_` and a
+    /// random UUID) in place of `context`'s: no store can hold its ids
+    /// yet, so while the store answers its outcome is its only write
+    /// (R38). Settle it once.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn minted(
+        tool: impl Into<String>,
+        input: impl Into<String>,
+        mut context: CallContext,
+    ) -> Call {
+        context.message_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+        Call {
+            minted: true,
+            ..Call::new(tool, input, context)
+        }
+    }
+
+    /// Whether its ids were minted for it ([`Call::minted`]).
+    pub(crate) fn is_minted(&self) -> bool {
+        self.minted
     }
 
     /// The same call with budget overrides.

@@ -1,7 +1,9 @@
 //! Step 0: claim the call's ids in the store (R38). Ids with a recorded
 //! outcome replay it without running anything; ids another settle runs
 //! now (here or on another replica) are waited for, bounded by that
-//! settle's lease, so the same call never runs twice at once.
+//! settle's lease, so the same call never runs twice at once. Ids minted
+//! for the call cannot be held by anyone: while the store answers, such a
+//! call runs unclaimed and its outcome is its one write.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +29,8 @@ const MAX_CLAIM_POLL: Duration = Duration::from_secs(1);
 pub(super) enum Claimed {
     /// Run the call; its outcome is recorded under the claim.
     Run,
+    /// Run the call unclaimed; its outcome is recorded as a new row.
+    RunUnclaimed,
     /// Return this recorded settlement; nothing runs.
     Replay(Box<Settlement>),
 }
@@ -38,6 +42,9 @@ pub(super) async fn claim(
     tools: &CapturedTools,
     call: &Call,
 ) -> Result<Claimed, Outcome> {
+    if call.is_minted() && store.runs_unclaimed() {
+        return Ok(Claimed::RunUnclaimed);
+    }
     let lease = lease(pipeline, tools, call);
     // The other settle's claim runs out within one lease: then the ids are
     // free, or taken over by this settle.

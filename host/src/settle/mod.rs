@@ -37,16 +37,18 @@ pub(crate) async fn settle(pipeline: &Pipeline, tools: &CapturedTools, call: Cal
             return ended(pipeline, call, outcome).await;
         }
     };
-    if let Some(store) = &store {
-        match claim::claim(store, pipeline, tools, &call).await {
-            Ok(Claimed::Run) => {}
+    let unclaimed = match &store {
+        Some(store) => match claim::claim(store, pipeline, tools, &call).await {
+            Ok(Claimed::Run) => false,
+            Ok(Claimed::RunUnclaimed) => true,
             Ok(Claimed::Replay(mut settlement)) => {
                 settlement.replayed = true;
                 return *settlement;
             }
             Err(outcome) => return ended(pipeline, call, outcome).await,
-        }
-    }
+        },
+        None => false,
+    };
     let scope = call.output_scope().to_owned();
     let retainer = Retainer {
         pipeline,
@@ -70,7 +72,7 @@ pub(crate) async fn settle(pipeline: &Pipeline, tools: &CapturedTools, call: Cal
     };
     hooks::run(&retainer, tools, &mut settlement).await;
     if let Some(store) = &store {
-        publish::record(store, &mut settlement).await;
+        publish::record(store, &mut settlement, unclaimed).await;
     }
     publish::publish(pipeline, &mut settlement).await;
     settlement

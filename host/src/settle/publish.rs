@@ -1,5 +1,6 @@
-//! Step 8: record the outcome in the store under the call's claim (R38),
-//! then publish it to the event sink, waiting until each is durable (R19).
+//! Step 8: record the outcome in the store (R38), under the call's claim
+//! or as the one write of a call that ran unclaimed, then publish it to
+//! the event sink, waiting until each is durable (R19).
 //! A store or sink that cannot record it turns the settlement into an
 //! operational fault naming it: an unrecorded outcome is not settled.
 
@@ -10,8 +11,15 @@ use crate::settle::claim::store_fault;
 use crate::settle::pipeline::Pipeline;
 use crate::store::Store;
 
-pub(super) async fn record(store: &Arc<dyn Store>, settlement: &mut Settlement) {
-    if let Err(e) = store.record(settlement).await {
+/// Records the outcome under the call's claim, or (`unclaimed`) as the
+/// call's one write.
+pub(super) async fn record(store: &Arc<dyn Store>, settlement: &mut Settlement, unclaimed: bool) {
+    let recorded = if unclaimed {
+        store.record_unclaimed(settlement).await
+    } else {
+        store.record(settlement).await
+    };
+    if let Err(e) = recorded {
         let doing = "record its outcome (the tool ran, but its outcome is not durable)";
         settlement.outcome = store_fault(&settlement.tool, doing, &e);
     }

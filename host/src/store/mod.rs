@@ -84,6 +84,12 @@ pub enum StoreError {
         /// The call id.
         call: String,
     },
+    /// An unclaimed call's ids, minted for it, were in the store already.
+    #[error("the ids of call {call}, minted for it, are already in the store")]
+    IdsTaken {
+        /// The call id.
+        call: String,
+    },
 }
 
 /// What a claim on a call's ids found.
@@ -166,6 +172,32 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Records a claimed call's terminal outcome; returns once it is
     /// durable.
     fn record<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()>;
+
+    /// Whether a call whose ids were minted for it may run unclaimed now:
+    /// nobody else can hold its ids, and while the store's last write
+    /// succeeded a failing store is likely found after the run rather than
+    /// before it. Default: false, every call claims first.
+    fn runs_unclaimed(&self) -> bool {
+        false
+    }
+
+    /// Records the terminal outcome of a call that ran unclaimed, in one
+    /// write; fails with [`StoreError::IdsTaken`] if its ids are in the
+    /// store after all. Returns once it is durable. Default: claims the
+    /// ids, then records.
+    fn record_unclaimed<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let claim = self
+                .claim(&settlement.context, &settlement.tool, Duration::ZERO)
+                .await?;
+            match claim {
+                Claim::Claimed => self.record(settlement).await,
+                Claim::Replay(_) | Claim::Running { .. } => Err(StoreError::IdsTaken {
+                    call: settlement.context.call_id.clone(),
+                }),
+            }
+        })
+    }
 
     /// Keeps an event; may drop progress when the writer falls behind.
     fn event(&self, event: StoreEvent);

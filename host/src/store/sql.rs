@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::model::context::CallContext;
 use crate::model::outcome::Settlement;
 use crate::store::migrations::{Backend, migrator};
-use crate::store::writer::{self, Counters, Write};
+use crate::store::writer::{self, Counters, StoredOutcome, Unclaimed, Write};
 use crate::store::{
     Claim, MAX_LISTED_OUTPUTS, MAX_QUEUED_WRITES, OutcomeFilter, Recorded, Store, StoreError,
     StoreEvent, StoreFuture, StoredOutput, now_millis, redacted,
@@ -53,6 +53,9 @@ pub struct SqlStore {
     /// Who claims calls here: one id per store handle.
     owner: Arc<str>,
     dropped: Arc<AtomicU64>,
+    /// Whether the last write this handle waited for succeeded: calls with
+    /// minted ids run unclaimed only then.
+    answering: AtomicBool,
 }
 
 impl std::fmt::Debug for SqlStore {
@@ -120,6 +123,7 @@ impl SqlStore {
             counters,
             owner: uuid::Uuid::new_v4().simple().to_string().into(),
             dropped: Arc::default(),
+            answering: AtomicBool::new(true),
         })
     }
 
@@ -142,6 +146,17 @@ impl SqlStore {
         )
     }
 
+    /// The settlement as the store keeps it.
+    fn outcome(&self, settlement: &Settlement) -> Result<StoredOutcome, StoreError> {
+        Ok(StoredOutcome {
+            context: settlement.context.clone(),
+            owner: self.owner.clone(),
+            status: settlement.outcome.status(),
+            settlement: serde_json::to_string(settlement)
+                .map_err(|e| self.failed(format!("cannot serialize the outcome: {e}")))?,
+        })
+    }
+
     fn failed(&self, reason: impl std::fmt::Display) -> StoreError {
         StoreError::Failed {
             store: self.name.clone(),
@@ -155,13 +170,31 @@ impl SqlStore {
         write: Write,
         done: oneshot::Receiver<Result<T, String>>,
     ) -> Result<T, StoreError> {
-        self.writes
-            .send(write)
-            .await
-            .map_err(|_| self.failed("its writer has stopped"))?;
-        done.await
-            .map_err(|_| self.failed("its writer has stopped"))?
-            .map_err(|e| self.failed(e))
+        let stopped = || self.failed("its writer has stopped");
+        let written = match self.writes.send(write).await {
+            Ok(()) => done
+                .await
+                .map_err(|_| stopped())
+                .and_then(|written| written.map_err(|e| self.failed(e))),
+            Err(_) => Err(stopped()),
+        };
+        self.answering.store(written.is_ok(), Ordering::Relaxed);
+        written
+    }
+
+    /// Queues an outcome and waits until it is durable: an error if the
+    /// row it needed (its claim, or no row at all) was not there.
+    async fn write_outcome(
+        &self,
+        write: Write,
+        done: oneshot::Receiver<Result<bool, String>>,
+        missing: StoreError,
+    ) -> Result<(), StoreError> {
+        if self.write(write, done).await? {
+            Ok(())
+        } else {
+            Err(missing)
+        }
     }
 }
 
@@ -217,23 +250,39 @@ impl Store for SqlStore {
 
     fn record<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let text = serde_json::to_string(settlement)
-                .map_err(|e| self.failed(format!("cannot serialize the outcome: {e}")))?;
             let (done, recorded) = oneshot::channel();
             let write = Write::Record {
-                context: settlement.context.clone(),
-                owner: self.owner.clone(),
-                status: settlement.outcome.status(),
-                settlement: text,
+                outcome: self.outcome(settlement)?,
+                unclaimed: None,
                 done,
             };
-            if self.write(write, recorded).await? {
-                Ok(())
-            } else {
-                Err(StoreError::ClaimLost {
-                    call: settlement.context.call_id.clone(),
-                })
-            }
+            let lost = StoreError::ClaimLost {
+                call: settlement.context.call_id.clone(),
+            };
+            self.write_outcome(write, recorded, lost).await
+        })
+    }
+
+    fn runs_unclaimed(&self) -> bool {
+        self.answering.load(Ordering::Relaxed)
+    }
+
+    fn record_unclaimed<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let (done, recorded) = oneshot::channel();
+            let wall = i64::try_from(settlement.usage.wall_time.as_millis()).unwrap_or(i64::MAX);
+            let write = Write::Record {
+                outcome: self.outcome(settlement)?,
+                unclaimed: Some(Unclaimed {
+                    tool: settlement.tool.clone(),
+                    started_at: now_millis().saturating_sub(wall),
+                }),
+                done,
+            };
+            let taken = StoreError::IdsTaken {
+                call: settlement.context.call_id.clone(),
+            };
+            self.write_outcome(write, recorded, taken).await
         })
     }
 
@@ -433,6 +482,38 @@ mod tests {
         assert_eq!(replayed.outcome.status(), "defect");
         let listed = store.outcomes(&OutcomeFilter::default()).await.unwrap();
         assert_eq!(listed.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn r38_an_unclaimed_outcome_is_one_write_its_ids_then_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        assert!(store.runs_unclaimed(), "a store just opened answers");
+        let (commits, writes) = store.commits();
+        store.record_unclaimed(&settlement("m1")).await.unwrap();
+        let (commits_after, writes_after) = store.commits();
+        assert_eq!(
+            (commits_after - commits, writes_after - writes),
+            (1, 1),
+            "the outcome is the call's one write"
+        );
+        let again = store.record_unclaimed(&settlement("m1")).await;
+        assert!(
+            matches!(again, Err(StoreError::IdsTaken { .. })),
+            "{again:?}"
+        );
+        let lease = Duration::from_secs(60);
+        let Claim::Replay(replayed) = store.claim(&context("m1"), "echo", lease).await.unwrap()
+        else {
+            panic!("the unclaimed outcome is replayed");
+        };
+        assert_eq!(replayed.tool, "echo");
+        let listed = store.outcomes(&OutcomeFilter::default()).await.unwrap();
+        assert_eq!(listed.len(), 1, "recorded once");
+        assert!(
+            store.runs_unclaimed(),
+            "a refused outcome is no store failure"
+        );
     }
 
     #[tokio::test]

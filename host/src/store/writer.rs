@@ -31,11 +31,11 @@ pub(super) enum Write {
         lease_until: i64,
         done: oneshot::Sender<Result<Claim, String>>,
     },
+    /// An outcome, under its claim or (`unclaimed`) with none; answers
+    /// whether the row it needed was there.
     Record {
-        context: CallContext,
-        owner: Arc<str>,
-        status: &'static str,
-        settlement: String,
+        outcome: StoredOutcome,
+        unclaimed: Option<Unclaimed>,
         done: oneshot::Sender<Result<bool, String>>,
     },
     Event(StoreEvent),
@@ -52,6 +52,20 @@ pub(super) enum Write {
         answers: Vec<(String, String)>,
         done: oneshot::Sender<Result<(), String>>,
     },
+}
+
+/// A terminal outcome as the store keeps it.
+pub(super) struct StoredOutcome {
+    pub(super) context: CallContext,
+    pub(super) owner: Arc<str>,
+    pub(super) status: &'static str,
+    pub(super) settlement: String,
+}
+
+/// What the row of a call that ran unclaimed needs besides its outcome.
+pub(super) struct Unclaimed {
+    pub(super) tool: String,
+    pub(super) started_at: i64,
 }
 
 impl Write {
@@ -227,15 +241,19 @@ async fn apply<C: Conn + Send>(db: &mut C, write: Write, events: &AtomicU64) -> 
             Err(e) => Err((Done::Claim(done, Claim::Claimed), e)),
         },
         Write::Record {
-            context,
-            owner,
-            status,
-            settlement,
+            outcome,
+            unclaimed,
             done,
-        } => match record(db, &context, &owner, status, &settlement).await {
-            Ok(recorded) => Ok(Done::Record(done, recorded)),
-            Err(e) => Err((Done::Record(done, false), e)),
-        },
+        } => {
+            let recorded = match unclaimed {
+                None => record(db, &outcome).await,
+                Some(unclaimed) => insert_outcome(db, &outcome, &unclaimed).await,
+            };
+            match recorded {
+                Ok(recorded) => Ok(Done::Record(done, recorded)),
+                Err(e) => Err((Done::Record(done, false), e)),
+            }
+        }
         Write::Event(event) => match keep_event(db, &event, events).await {
             Ok(()) => Ok(Done::Nothing),
             Err(e) => Err((Done::Nothing, e)),
@@ -346,32 +364,60 @@ async fn claim<C: Conn + Send>(
     })
 }
 
-/// Records the outcome of a call `owner` claimed; false if the claim was
-/// no longer its own.
-async fn record<C: Conn + Send>(
-    db: &mut C,
-    context: &CallContext,
-    owner: &str,
-    status: &str,
-    settlement: &str,
-) -> Result<bool, String> {
-    let [session, message, call] = ids(context);
+/// Records the outcome of a call its owner claimed; false if the claim
+/// was no longer its own.
+async fn record<C: Conn + Send>(db: &mut C, outcome: &StoredOutcome) -> Result<bool, String> {
+    let [session, message, call] = ids(&outcome.context);
     let updated = db
         .execute(
             "UPDATE calls SET state = 'done', status = $1, settlement = $2, ended_at = $3 \
              WHERE session_id = $4 AND message_id = $5 AND call_id = $6 AND owner = $7 AND state = 'running'",
             &[
-                Arg::Text(status),
-                Arg::Text(settlement),
+                Arg::Text(outcome.status),
+                Arg::Text(&outcome.settlement),
                 Arg::Int(now_millis()),
                 session,
                 message,
                 call,
-                Arg::Text(owner),
+                Arg::Text(&outcome.owner),
             ],
         )
         .await?;
     Ok(updated == 1)
+}
+
+/// Records the outcome of a call that ran unclaimed as its row's one
+/// write; false if its ids were there already.
+async fn insert_outcome<C: Conn + Send>(
+    db: &mut C,
+    outcome: &StoredOutcome,
+    unclaimed: &Unclaimed,
+) -> Result<bool, String> {
+    let context = &outcome.context;
+    let [session, message, call] = ids(context);
+    let now = now_millis();
+    let inserted = db
+        .execute(
+            "INSERT INTO calls (session_id, message_id, call_id, agent, tool, state, owner, lease_until, started_at, ended_at, status, settlement, caller) \
+             VALUES ($1, $2, $3, $4, $5, 'done', $6, $7, $8, $9, $10, $11, $12) \
+             ON CONFLICT (session_id, message_id, call_id) DO NOTHING",
+            &[
+                session,
+                message,
+                call,
+                Arg::Text(&context.agent),
+                Arg::Text(&unclaimed.tool),
+                Arg::Text(&outcome.owner),
+                Arg::Int(now),
+                Arg::Int(unclaimed.started_at),
+                Arg::Int(now),
+                Arg::Text(outcome.status),
+                Arg::Text(&outcome.settlement),
+                Arg::OptText(context.caller.as_ref().map(Caller::name)),
+            ],
+        )
+        .await?;
+    Ok(inserted == 1)
 }
 
 async fn keep_event<C: Conn + Send>(
