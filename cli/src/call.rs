@@ -62,11 +62,12 @@ pub(crate) async fn run(
     let _std = std.add(&mut specs, common)?;
     let (location, _activations) = activate_all(&host, &specs).await?;
     let snapshot = location.snapshot();
-    // Fresh ids each run: the store replays ids it has an outcome for.
+    // Fresh ids each run (a minted message id): nothing to replay or
+    // wait for, so the outcome is the run's one write to the store.
     let context = CallContext {
         session_id: format!("cli-{}", uuid::Uuid::new_v4().simple()),
         agent: "toolhost".into(),
-        message_id: "cli-message".into(),
+        message_id: String::new(),
         call_id: "cli-call".into(),
         caller: None,
     };
@@ -77,7 +78,7 @@ pub(crate) async fn run(
             on_interrupt.cancel();
         }
     });
-    let call = Call::new(tool, input, context).with_cancel(cancel);
+    let call = Call::minted(tool, input, context).with_cancel(cancel);
     let settlement = snapshot.settle(call).await;
     if terminal && !common.json {
         let _ = write!(std::io::stderr(), "\r\x1b[2K");

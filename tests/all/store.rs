@@ -435,6 +435,12 @@ fn r38_toolhost_events_lists_recorded_outcomes_by_filter() {
             .collect();
         assert_eq!(outcomes.len(), 3, "{listed}");
         assert!(outcomes.iter().all(|o| o["recorded_at"].as_i64().is_some()));
+        assert!(
+            outcomes.iter().all(|o| o["context"]["message_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("msg_"))),
+            "each run's message id is minted for it: {listed}"
+        );
         let (_, echoes, _) = toolhost(&["events", "--json", "--tool", "echo"]);
         assert_eq!(echoes.lines().count(), 2, "{echoes}");
         let (_, errors, _) = toolhost(&["events", "--json", "--status", "error"]);

@@ -11,7 +11,6 @@ use crate::model::context::CallContext;
 use crate::model::event::EventSink;
 
 /// One tool call from the model.
-#[derive(Clone)]
 pub struct Call {
     /// The effective tool name the model used.
     pub tool: String,
@@ -35,8 +34,26 @@ pub struct Call {
     /// session ([`CallContext::session_id`]).
     pub output_scope: Option<String>,
     /// Whether the message id was minted for this call alone, so no store
-    /// can hold its ids yet (set only by [`Call::minted`]).
+    /// can hold its ids yet (set only by [`Call::minted`], never cloned).
     minted: bool,
+}
+
+impl Clone for Call {
+    /// The same call, under the same ids. A clone of a [`Call::minted`]
+    /// call claims its ids like any other: only the original may skip that.
+    fn clone(&self) -> Call {
+        Call {
+            tool: self.tool.clone(),
+            input: self.input.clone(),
+            context: self.context.clone(),
+            overrides: self.overrides,
+            cancel: self.cancel.clone(),
+            approver: self.approver.clone(),
+            events: self.events.clone(),
+            output_scope: self.output_scope.clone(),
+            minted: false,
+        }
+    }
 }
 
 impl fmt::Debug for Call {
@@ -68,11 +85,24 @@ impl Call {
     }
 
     /// A call of `tool` under a message id minted for it (`msg_` and a
-    /// random UUID) in place of `context`'s: no store can hold its ids
-    /// yet, so while the store answers its outcome is its only write
-    /// (R38). Settle it once.
-    #[cfg(feature = "mcp")]
-    pub(crate) fn minted(
+    /// random UUID) in place of `context`'s, for a front door whose caller
+    /// names no message: no store can hold its ids yet, so while the store
+    /// answers it runs unclaimed and its outcome is its only write (R38).
+    /// Nothing can replay it; a clone of it claims first.
+    ///
+    /// ```
+    /// # use toolhost::{Call, CallContext};
+    /// let context = CallContext {
+    ///     session_id: "ses_1".into(),
+    ///     agent: "my-agent".into(),
+    ///     message_id: String::new(),
+    ///     call_id: "call_1".into(),
+    ///     caller: None,
+    /// };
+    /// let call = Call::minted("echo", r#"{"message":"hi"}"#, context);
+    /// assert!(call.context.message_id.starts_with("msg_"));
+    /// ```
+    pub fn minted(
         tool: impl Into<String>,
         input: impl Into<String>,
         mut context: CallContext,
@@ -125,5 +155,33 @@ impl Call {
     pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Call {
         self.events = Some(events);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> CallContext {
+        CallContext {
+            session_id: "ses".into(),
+            agent: "tester".into(),
+            message_id: "named".into(),
+            call_id: "c1".into(),
+            caller: None,
+        }
+    }
+
+    #[test]
+    fn r38_only_a_minted_call_itself_may_skip_its_claim() {
+        let minted = Call::minted("echo", "{}", context());
+        let again = Call::minted("echo", "{}", context());
+        assert!(minted.is_minted());
+        assert!(minted.context.message_id.starts_with("msg_"));
+        assert_ne!(minted.context.message_id, again.context.message_id);
+        let clone = minted.clone();
+        assert_eq!(clone.context, minted.context, "the same ids");
+        assert!(!clone.is_minted(), "a clone claims them first");
+        assert!(!Call::new("echo", "{}", context()).is_minted());
     }
 }
