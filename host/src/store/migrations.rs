@@ -34,6 +34,11 @@ fn migrations(backend: Backend) -> &'static [(i64, &'static str, &'static str)] 
                 "outcomes alone in the listing indexes",
                 include_str!("migrations/0003_partial_indexes.sql"),
             ),
+            (
+                4,
+                "no listing indexes the planner cannot use",
+                include_str!("migrations/sqlite/0004_unused_listing_indexes.sql"),
+            ),
         ],
         Backend::Postgres => &[
             (
