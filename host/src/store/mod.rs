@@ -186,17 +186,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// store after all. Returns once it is durable. Default: claims the
     /// ids, then records.
     fn record_unclaimed<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let claim = self
-                .claim(&settlement.context, &settlement.tool, Duration::ZERO)
-                .await?;
-            match claim {
-                Claim::Claimed => self.record(settlement).await,
-                Claim::Replay(_) | Claim::Running { .. } => Err(StoreError::IdsTaken {
-                    call: settlement.context.call_id.clone(),
-                }),
-            }
-        })
+        Box::pin(claim_then_record(self, settlement))
     }
 
     /// Keeps an event; may drop progress when the writer falls behind.
@@ -240,6 +230,24 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// ready.
     fn ready(&self) -> StoreFuture<'_, ()> {
         Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// An unclaimed call's outcome on a store without a one-write path: its
+/// ids claimed now (the outcome follows at once, so no lease), then the
+/// outcome recorded under that claim.
+async fn claim_then_record<S: Store + ?Sized>(
+    store: &S,
+    settlement: &Settlement,
+) -> Result<(), StoreError> {
+    let claim = store
+        .claim(&settlement.context, &settlement.tool, Duration::ZERO)
+        .await?;
+    match claim {
+        Claim::Claimed => store.record(settlement).await,
+        Claim::Replay(_) | Claim::Running { .. } => Err(StoreError::IdsTaken {
+            call: settlement.context.call_id.clone(),
+        }),
     }
 }
 

@@ -517,6 +517,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn r38_a_store_without_a_one_write_path_claims_then_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        let (commits, writes) = store.commits();
+        crate::store::claim_then_record(&store, &settlement("d1"))
+            .await
+            .unwrap();
+        let (commits_after, writes_after) = store.commits();
+        assert_eq!(
+            (commits_after - commits, writes_after - writes),
+            (2, 2),
+            "a claim, then the outcome"
+        );
+        let again = crate::store::claim_then_record(&store, &settlement("d1")).await;
+        assert!(
+            matches!(again, Err(StoreError::IdsTaken { .. })),
+            "{again:?}"
+        );
+        let listed = store.outcomes(&OutcomeFilter::default()).await.unwrap();
+        assert_eq!(listed.len(), 1, "recorded once");
+    }
+
+    #[tokio::test]
     async fn r38_only_outcomes_are_indexed_for_listing() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::embedded(dir.path()).await.unwrap();
