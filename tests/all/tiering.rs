@@ -24,14 +24,18 @@ fn tiered(state: &tempfile::TempDir, cache: &Path) -> Host {
 }
 
 /// A compile worker whose first compile (the baseline one: a load waits
-/// for it before the upgrade starts) is the real worker's, and whose later
-/// ones write their pid to `dir/held.pid`, then `hold` (wait on a FIFO no
-/// one opens, until killed) or fail.
+/// for it before the upgrade starts) writes its nice value to
+/// `dir/first.nice` and is the real worker's, and whose later ones write
+/// their pid to `dir/held.pid`, then `hold` (wait on a FIFO no one opens,
+/// until killed) or fail.
 fn gated_worker(dir: &Path, hold: bool) -> CompileWorker {
     let script = dir.join("worker.sh");
     std::fs::write(
         &script,
-        r#"if mkdir "$2/first" 2>/dev/null; then exec "$1" __compile-worker; fi
+        r#"if mkdir "$2/first" 2>/dev/null; then
+    nice > "$2/first.nice"
+    exec "$1" __compile-worker
+fi
 echo $$ > "$2/held.pid"
 if [ "$3" = hold ]; then read gate < "$2/gate"; fi
 exit 9
@@ -201,6 +205,32 @@ async fn dropping_a_plugin_mid_upgrade_kills_its_compile() {
     assert!(!ended(pid));
     drop((activation, location, host));
     eventually("the held compile worker's end", || ended(pid)).await;
+}
+
+/// The nice value of process `pid` (the 19th field of its `stat`).
+fn nice_of(pid: &str) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, after_name) = stat.rsplit_once(") ").unwrap();
+    after_name
+        .split_whitespace()
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_upgrade_compiles_at_the_lowest_cpu_priority_and_a_waited_compile_does_not() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let host = gated(&state, gated_worker(dir.path(), true));
+    let location = host.location("/niced");
+    let activation = load(&location, CHAOS).await;
+    eventually("the upgrade's compile", || held_pid(dir.path()).is_some()).await;
+    let upgrade = held_pid(dir.path()).unwrap().to_string();
+    assert_eq!(nice_of(&upgrade), 19);
+    let first = std::fs::read_to_string(dir.path().join("first.nice")).unwrap();
+    assert_eq!(first.trim().parse::<i32>().unwrap(), nice_of("self"));
+    drop(activation);
 }
 
 #[tokio::test]

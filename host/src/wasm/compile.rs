@@ -46,6 +46,20 @@ pub(crate) fn tier_of_code(code: u64) -> Option<CodeTier> {
 /// why).
 pub(crate) const WORKER_INVALID: u8 = 1;
 
+/// Whether a load or a call waits for a compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Urgency {
+    /// Something waits: the compile runs at the host's own priority.
+    Waited,
+    /// An upgrade in the background: its worker runs at the lowest CPU
+    /// priority, so it takes only the time that calls leave idle.
+    Background,
+}
+
+/// The nice value of a background compile's worker: the lowest there is.
+#[cfg(unix)]
+const BACKGROUND_NICE: libc::c_int = 19;
+
 /// A compiled component and, when a worker made it, the artifact it came
 /// from (what the compile cache stores).
 pub(crate) struct Built {
@@ -54,17 +68,19 @@ pub(crate) struct Built {
 }
 
 /// Compiles `wasm` (the plugin at `path`) under `limits` with the
-/// compiler of `tier`.
+/// compiler of `tier`. Only a worker's priority follows `urgency`: a
+/// compile on a thread shares wasmtime's pool of compile threads.
 pub(crate) async fn compile(
     runtime: &Arc<Runtime>,
     tier: CodeTier,
+    urgency: Urgency,
     path: &Path,
     wasm: Arc<Vec<u8>>,
     limits: CompileLimits,
 ) -> Result<Built, Error> {
     let backend = runtime.backend(tier);
     match &runtime.worker {
-        Some(worker) => in_worker(backend, worker, path, &wasm, limits).await,
+        Some(worker) => in_worker(backend, worker, urgency, path, &wasm, limits).await,
         None => on_thread(backend, path, wasm, limits.timeout).await,
     }
 }
@@ -125,11 +141,16 @@ struct Ran {
 async fn in_worker(
     backend: &Backend,
     worker: &CompileWorker,
+    urgency: Urgency,
     path: &Path,
     wasm: &[u8],
     limits: CompileLimits,
 ) -> Result<Built, Error> {
-    let mut child = tokio::process::Command::new(&worker.program)
+    let mut command = tokio::process::Command::new(&worker.program);
+    if urgency == Urgency::Background {
+        lower_priority(&mut command);
+    }
+    let mut child = command
         .args(&worker.args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -163,6 +184,27 @@ async fn in_worker(
     }
     Err(failed(path, &ran, limits.memory))
 }
+
+/// Starts the worker at [`BACKGROUND_NICE`], before it runs any code of
+/// its own, so every thread it makes inherits the priority.
+#[cfg(unix)]
+fn lower_priority(command: &mut tokio::process::Command) {
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed; setpriority is one, and the
+    // closure touches no memory of the parent's. `who` 0 is the child.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setpriority(libc::PRIO_PROCESS, 0, BACKGROUND_NICE) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+#[cfg(not(unix))]
+fn lower_priority(_command: &mut tokio::process::Command) {}
 
 /// Sends the component, reads what comes back and waits for the exit,
 /// keeping the worker's stdin open until then: it ends when stdin closes.

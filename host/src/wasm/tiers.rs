@@ -17,7 +17,7 @@ use crate::config::compile::CompileLimits;
 use crate::error::{Error, LoadError};
 use crate::model::plugin::CodeTier;
 use crate::wasm::bindings::ToolPluginPre;
-use crate::wasm::compile::{self as bounded, Built};
+use crate::wasm::compile::{self as bounded, Built, Urgency};
 use crate::wasm::engine::{Backend, Runtime};
 use crate::wasm::store::StoreState;
 
@@ -58,7 +58,15 @@ pub(crate) async fn first_compile(
     limits: CompileLimits,
 ) -> Result<(CodeTier, Built), Error> {
     if runtime.baseline.is_some() {
-        match bounded::compile(runtime, CodeTier::Baseline, path, wasm.clone(), limits).await {
+        let baseline = bounded::compile(
+            runtime,
+            CodeTier::Baseline,
+            Urgency::Waited,
+            path,
+            wasm.clone(),
+            limits,
+        );
+        match baseline.await {
             Ok(built) => return Ok((CodeTier::Baseline, built)),
             Err(e @ Error::Load(LoadError::CompileLimit { .. })) => return Err(e),
             Err(e) => tracing::info!(
@@ -67,7 +75,8 @@ pub(crate) async fn first_compile(
             ),
         }
     }
-    let built = bounded::compile(runtime, CodeTier::Optimized, path, wasm.clone(), limits).await?;
+    let (tier, urgency) = (CodeTier::Optimized, Urgency::Waited);
+    let built = bounded::compile(runtime, tier, urgency, path, wasm.clone(), limits).await?;
     Ok((CodeTier::Optimized, built))
 }
 
@@ -119,7 +128,9 @@ impl<P: Upgrades> Upgrade<P> {
             Ok(linked) => {
                 code.upgraded(linked);
                 let ms = started.elapsed().as_millis();
-                tracing::info!("plugin {name}: optimized code in after {ms} ms; new calls run it");
+                tracing::info!(
+                    "plugin {name}: optimized code ready after {ms} ms; new calls run it"
+                );
             }
             Err(e) => {
                 code.settled();
@@ -137,7 +148,8 @@ impl<P: Upgrades> Upgrade<P> {
             .await
             .map_err(|e| Error::Engine(format!("the upgrade queue is closed: {e}")))?;
         let (runtime, path, wasm) = (&self.runtime, &self.path, self.wasm.clone());
-        let built = bounded::compile(runtime, CodeTier::Optimized, path, wasm, self.limits).await?;
+        let (tier, urgency) = (CodeTier::Optimized, Urgency::Background);
+        let built = bounded::compile(runtime, tier, urgency, path, wasm, self.limits).await?;
         blocking_link(
             runtime,
             CodeTier::Optimized,
