@@ -18,6 +18,9 @@ ARG RUST_VERSION=1.95
 # cli/build.rs builds code-mode/ for wasm32-wasip2 and embeds it, so the
 # build stage needs that target.
 FROM docker.io/library/rust:${RUST_VERSION}-slim-bookworm AS build
+# make builds jemalloc, the CLI's allocator (the slim image has only gcc).
+RUN apt-get update && apt-get install -y --no-install-recommends make \
+    && rm -rf /var/lib/apt/lists/*
 RUN rustup target add wasm32-wasip2
 WORKDIR /src
 COPY . .

@@ -28,6 +28,13 @@ use clap::{Parser, Subcommand};
 
 use crate::common::Common;
 
+/// jemalloc, for compiles above all: wasmtime's compile threads allocate
+/// and free at a high rate, and under glibc's malloc a quarter of a compile
+/// went to the allocator and its arena locks (docs/performance.md).
+#[cfg(unix)]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Exit codes: the CLI's interface for CI.
 pub(crate) mod exit {
     /// The call completed (or every check passed).
@@ -213,27 +220,7 @@ pub(crate) fn usage(error: anyhow::Error) -> Failure {
     }
 }
 
-/// Allocations of this size and more come from `mmap` and go back to the
-/// system when freed. glibc's own threshold rises after every large free
-/// (up to 32 MiB), so after bursts of large requests their memory stayed
-/// in the heap: `serve`'s RSS after three bursts of 40 queued 15 MiB inputs
-/// went 100, 143, 174 MB with glibc's default, stayed at 39 MB with this,
-/// and was about 215 MB with mimalloc (benches/memory.rs measures it).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-const MMAP_THRESHOLD: libc::c_int = 1 << 20;
-
-/// Makes large allocations return to the system when freed.
-fn return_large_allocations() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; it runs before any
-    // other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-    }
-}
-
 fn main() -> ExitCode {
-    return_large_allocations();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
