@@ -175,14 +175,17 @@ async fn r23_baseline_code_runs_under_the_same_budgets() {
     assert_eq!(activation.plugin().code_tier(), CodeTier::Baseline);
 }
 
+/// The fields of process `pid`'s `/proc` stat after its name, from the
+/// state (field 3) on; none once it is gone.
+fn stat_after_name(pid: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
 /// Whether process `pid` has ended (gone, or a zombie not yet reaped).
 fn ended(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-    }
+    stat_after_name(&pid.to_string()).is_none_or(|fields| fields[0] == "Z")
 }
 
 fn held_pid(dir: &Path) -> Option<u32> {
@@ -207,16 +210,9 @@ async fn dropping_a_plugin_mid_upgrade_kills_its_compile() {
     eventually("the held compile worker's end", || ended(pid)).await;
 }
 
-/// The nice value of process `pid` (the 19th field of its `stat`).
+/// The nice value of process `pid` (field 19 of its stat).
 fn nice_of(pid: &str) -> i32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let (_, after_name) = stat.rsplit_once(") ").unwrap();
-    after_name
-        .split_whitespace()
-        .nth(16)
-        .unwrap()
-        .parse()
-        .unwrap()
+    stat_after_name(pid).unwrap()[16].parse().unwrap()
 }
 
 #[tokio::test]

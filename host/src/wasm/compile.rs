@@ -190,8 +190,8 @@ async fn in_worker(
 #[cfg(unix)]
 fn lower_priority(command: &mut tokio::process::Command) {
     // SAFETY: the closure runs in the forked child before exec, where only
-    // async-signal-safe calls are allowed; setpriority is one, and the
-    // closure touches no memory of the parent's. `who` 0 is the child.
+    // async-signal-safe calls are allowed: it makes one (setpriority, `who`
+    // 0: the child itself), allocates nothing and takes no lock.
     unsafe {
         command.pre_exec(|| {
             if libc::setpriority(libc::PRIO_PROCESS, 0, BACKGROUND_NICE) == 0 {
