@@ -12,7 +12,11 @@ use toolhost::{
     Budget, BudgetOverrides, Call, CancellationToken, Interruption, Limit, Outcome, Settlement,
     Snapshot,
 };
-use toolhost_tests::{Recorder, builder, context, eventually, host, load, settle, within};
+use toolhost_tests::procfs::{nice_of, thread_named};
+use toolhost_tests::wait::PATIENCE;
+use toolhost_tests::{
+    Recorder, builder, context, eventually, host, load, settle, wait_until, within,
+};
 
 async fn chaos_snapshot(
     host: &toolhost::Host,
@@ -214,6 +218,32 @@ async fn r21_instances_made_ahead_serve_one_call_each_and_go_when_idle() {
     let s = settle(&location.snapshot(), "counter", json!({})).await;
     assert_eq!(s.outcome.status(), "completed");
     assert_eq!(chaos.plugin().warm_instances(), 0);
+}
+
+/// Instances are made ahead on a thread of their own, at the lowest CPU
+/// priority: never on the runtime that runs calls, where making them
+/// delayed the call that woke the refill.
+#[tokio::test]
+async fn r21_instances_are_made_ahead_off_the_calls_runtime_at_the_lowest_priority() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let host = builder(&state)
+        .warm_instances(2, Duration::from_secs(30))
+        .build()
+        .expect("host builds");
+    let location = host.location("/maker");
+    let chaos = load(&location, CHAOS).await;
+    let s = settle(&location.snapshot(), "counter", json!({})).await;
+    assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+    // This test's runtime has one thread, blocked here: only another
+    // thread can make them.
+    let plugin = chaos.plugin();
+    let made = wait_until(PATIENCE, || plugin.warm_instances() == 2);
+    assert!(
+        made,
+        "two instances made while the call's runtime is blocked"
+    );
+    let maker = thread_named("toolhost-warm").expect("the thread that makes them");
+    assert_eq!(nice_of(&maker), 19);
 }
 
 #[tokio::test]

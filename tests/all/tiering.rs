@@ -10,6 +10,7 @@ use serde_json::json;
 use toolhost::config::CompileWorker;
 use toolhost::outcome::{Culprit, DefectKind};
 use toolhost::{BudgetOverrides, Call, CodeTier, Host, Interruption, Limit, Outcome, Settlement};
+use toolhost_tests::procfs::{nice_of, stat_after_name};
 use toolhost_tests::{builder, context, eventually, load, output, settle, within};
 
 use crate::{CHAOS, TEXT_TOOLS};
@@ -175,14 +176,6 @@ async fn r23_baseline_code_runs_under_the_same_budgets() {
     assert_eq!(activation.plugin().code_tier(), CodeTier::Baseline);
 }
 
-/// The fields of process `pid`'s `/proc` stat after its name, from the
-/// state (field 3) on; none once it is gone.
-fn stat_after_name(pid: &str) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(") ")?;
-    Some(rest.split_whitespace().map(str::to_owned).collect())
-}
-
 /// Whether process `pid` has ended (gone, or a zombie not yet reaped).
 fn ended(pid: u32) -> bool {
     stat_after_name(&pid.to_string()).is_none_or(|fields| fields[0] == "Z")
@@ -208,11 +201,6 @@ async fn dropping_a_plugin_mid_upgrade_kills_its_compile() {
     assert!(!ended(pid));
     drop((activation, location, host));
     eventually("the held compile worker's end", || ended(pid)).await;
-}
-
-/// The nice value of process `pid` (field 19 of its stat).
-fn nice_of(pid: &str) -> i32 {
-    stat_after_name(pid).unwrap()[16].parse().unwrap()
 }
 
 #[tokio::test]

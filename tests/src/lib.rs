@@ -1,7 +1,8 @@
 //! Shared helpers for the tests (`tests/all`, the host crate's tests and
 //! the benches): `plugin_paths!` (the example plugins' paths, built by
 //! `build.rs`), a host configured for tests, what a settlement holds
-//! ([`outcomes`]), and waiting on events with a bound ([`wait`]). A helper
+//! ([`outcomes`]), waiting on events with a bound ([`wait`]), and what
+//! `/proc` says of a process or thread ([`procfs`]). A helper
 //! two test modules need lives here, once; see `tests/README.md`.
 
 use std::path::Path;
@@ -13,6 +14,7 @@ use toolhost::{Call, CallContext, Host, HostBuilder, Settlement, Snapshot, Tool,
 
 pub mod outcomes;
 pub mod postgres;
+pub mod procfs;
 pub mod registry;
 pub mod sigstore;
 pub mod wait;

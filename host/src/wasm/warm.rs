@@ -4,11 +4,17 @@
 //! They are made in the background once the plugin is called, kept to a
 //! count ([`WARM_INSTANCES`] by default), and all dropped once it has had
 //! no call for a while ([`WARM_IDLE`]): an idle plugin holds none.
+//!
+//! They are made on a thread of their own (see [`maker`]), never on the
+//! runtime that runs calls: there, the refill that a call wakes ran as soon
+//! as the call first yielded, and the call waited for an instantiation that
+//! was not its own.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
+use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use wasmtime::Store;
@@ -105,9 +111,9 @@ impl WarmInstances {
         if state.refilling {
             drop(state);
             warm.taken.notify_one();
-        } else if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        } else if let Some(maker) = maker() {
             state.refilling = true;
-            runtime.spawn(refill(Arc::downgrade(plugin)));
+            maker.spawn(refill(Arc::downgrade(plugin)));
         }
         found
     }
@@ -124,6 +130,63 @@ impl WarmInstances {
         lock(&self.state).ready.len()
     }
 }
+
+/// The runtime instances are made ahead on: one thread for the process,
+/// started at the first call that wants one, running its own
+/// single-threaded runtime at the lowest CPU priority (on Linux, where one
+/// thread's priority can be lowered), so making instances takes only the
+/// time that calls leave idle. None if the thread cannot be started: calls
+/// then instantiate their own.
+fn maker() -> Option<&'static Handle> {
+    static MAKER: OnceLock<Option<Handle>> = OnceLock::new();
+    MAKER.get_or_init(start_maker).as_ref()
+}
+
+fn start_maker() -> Option<Handle> {
+    let started = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .and_then(|runtime| {
+            let handle = runtime.handle().clone();
+            std::thread::Builder::new()
+                .name(MAKER_THREAD.into())
+                .spawn(move || {
+                    lower_priority();
+                    runtime.block_on(std::future::pending::<()>());
+                })?;
+            Ok(handle)
+        });
+    started
+        .inspect_err(|e| tracing::warn!("cannot start the thread that makes instances ahead: {e}"))
+        .ok()
+}
+
+/// The name of the thread that makes instances ahead.
+const MAKER_THREAD: &str = "toolhost-warm";
+
+/// The nice value of the thread that makes instances ahead: the lowest.
+#[cfg(target_os = "linux")]
+const MAKER_NICE: libc::c_int = 19;
+
+/// Lowers the calling thread's CPU priority (Linux: `setpriority` with a
+/// thread id applies to that thread alone).
+#[cfg(target_os = "linux")]
+fn lower_priority() {
+    // SAFETY: gettid has no preconditions; setpriority only reads its
+    // arguments.
+    let failed = unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, MAKER_NICE) != 0
+    };
+    if failed {
+        let e = std::io::Error::last_os_error();
+        tracing::debug!("instances made ahead keep the host's CPU priority: {e}");
+    }
+}
+
+/// Elsewhere a process's priority is all there is to lower: left alone.
+#[cfg(not(target_os = "linux"))]
+fn lower_priority() {}
 
 /// Keeps the plugin's pool full while it is called; empties it and ends
 /// once it has been idle for the settings' time (or is gone).
