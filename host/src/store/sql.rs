@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::model::context::CallContext;
 use crate::model::outcome::Settlement;
 use crate::store::migrations::{Backend, migrator};
-use crate::store::writer::{self, Counters, StoredOutcome, Unclaimed, Write};
+use crate::store::writer::{self, Counters, StoredOutcome, Unclaimed, Write, Writes};
 use crate::store::{
     Claim, MAX_LISTED_OUTPUTS, MAX_QUEUED_WRITES, OutcomeFilter, Recorded, Store, StoreError,
     StoreEvent, StoreFuture, StoredOutput, now_millis, redacted,
@@ -48,7 +48,7 @@ pub(crate) const EMBEDDED_FILE: &str = "store.sqlite3";
 pub struct SqlStore {
     name: String,
     pool: AnyPool,
-    writes: mpsc::Sender<Write>,
+    writes: Writes,
     counters: Arc<Counters>,
     /// Who claims calls here: one id per store handle.
     owner: Arc<str>,
@@ -104,18 +104,20 @@ impl SqlStore {
                 store: name.clone(),
                 reason: format!("cannot bring its schema up to date: {e}"),
             })?;
-        let (writes, queue) = mpsc::channel(MAX_QUEUED_WRITES);
+        let (sender, queue) = mpsc::channel(MAX_QUEUED_WRITES);
         let counters = Arc::new(Counters::default());
-        match backend {
+        let writes = match backend {
             Backend::Sqlite => {
                 let file = file_of(&pool).await.map_err(|e| unreachable(&e))?;
-                writer::sqlite::spawn(&file, queue, counters.clone())
+                let sqlite = writer::sqlite::spawn(&file, queue, counters.clone())
                     .map_err(|e| unreachable(&e))?;
+                Writes::new(sender, Some(sqlite))
             }
             Backend::Postgres => {
                 tokio::spawn(writer::pool::run(pool.clone(), queue, counters.clone()));
+                Writes::new(sender, None)
             }
-        }
+        };
         Ok(SqlStore {
             name,
             pool,
@@ -144,6 +146,12 @@ impl SqlStore {
             self.counters.commits.load(Ordering::Relaxed),
             self.counters.writes.load(Ordering::Relaxed),
         )
+    }
+
+    /// Of the commits, those a caller made on its own thread because the
+    /// connection was free (SQLite), not the writer's thread.
+    pub fn commits_in_place(&self) -> u64 {
+        self.counters.here.load(Ordering::Relaxed)
     }
 
     /// The settlement as the store keeps it.
@@ -514,6 +522,111 @@ mod tests {
             store.runs_unclaimed(),
             "a refused outcome is no store failure"
         );
+    }
+
+    /// Events in the store now, read beside the writer.
+    async fn events_kept(store: &SqlStore) -> i64 {
+        sqlx::query("SELECT COUNT(*) FROM events")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap()
+            .get::<i64, _>(0)
+    }
+
+    fn progress(call: &str) -> StoreEvent {
+        StoreEvent {
+            kind: "progress",
+            context: context(call),
+            body: serde_json::json!({"step": call}),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn r38_a_write_finding_the_connection_free_commits_in_place_after_what_was_queued() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        for i in 0..50 {
+            let call = format!("p{i}");
+            store.event(progress(&call));
+            store.record_unclaimed(&settlement(&call)).await.unwrap();
+            // Whoever committed the outcome committed the event queued
+            // before it first: durable with it, never after it.
+            assert_eq!(events_kept(&store).await, i + 1, "after call {i}");
+        }
+        let listed = store.outcomes(&OutcomeFilter::default()).await.unwrap();
+        assert_eq!(listed.len(), 50);
+        assert!(
+            store.commits_in_place() > 0,
+            "on a multi-threaded runtime a caller that finds the connection free writes itself"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn r38_a_write_committed_in_place_takes_the_queued_writes_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        store.writes.queue_unwoken(Write::Event(progress("r1")));
+        store.record_unclaimed(&settlement("r1")).await.unwrap();
+        assert_eq!(
+            store.commits(),
+            (1, 2),
+            "the event and the outcome, in one commit"
+        );
+        assert_eq!(store.commits_in_place(), 1);
+        assert_eq!(events_kept(&store).await, 1);
+    }
+
+    #[tokio::test]
+    async fn r38_on_a_current_thread_runtime_every_write_goes_to_the_writers_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        for i in 0..5 {
+            let call = format!("q{i}");
+            store.event(progress(&call));
+            store.record_unclaimed(&settlement(&call)).await.unwrap();
+        }
+        assert_eq!(events_kept(&store).await, 5);
+        assert_eq!(
+            store
+                .outcomes(&OutcomeFilter::default())
+                .await
+                .unwrap()
+                .len(),
+            5
+        );
+        assert_eq!(
+            store.commits_in_place(),
+            0,
+            "this runtime's one thread must not block for a commit"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn r38_writes_racing_for_the_connection_are_each_committed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqlStore::embedded(dir.path()).await.unwrap());
+        let writers = (0..8).map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..25 {
+                    let call = format!("w{w}-{i}");
+                    store.event(progress(&call));
+                    store.record_unclaimed(&settlement(&call)).await.unwrap();
+                }
+            })
+        });
+        for writer in futures_util::future::join_all(writers).await {
+            writer.unwrap();
+        }
+        let filter = OutcomeFilter {
+            limit: Some(1000),
+            ..OutcomeFilter::default()
+        };
+        assert_eq!(store.outcomes(&filter).await.unwrap().len(), 200);
+        assert_eq!(events_kept(&store).await, 200);
+        let (commits, writes) = store.commits();
+        assert_eq!(writes, 400, "every event and outcome written once");
+        assert!(commits <= writes);
     }
 
     #[tokio::test]

@@ -104,6 +104,8 @@ pub(super) struct Counters {
     pub(super) commits: AtomicU64,
     /// Writes in them.
     pub(super) writes: AtomicU64,
+    /// Of those commits, the ones a caller made on its own thread.
+    pub(super) here: AtomicU64,
     /// Events kept, for pruning now and then.
     events: AtomicU64,
 }
@@ -126,13 +128,70 @@ impl Counters {
 fn batch(first: Write, queue: &mut mpsc::Receiver<Write>) -> Vec<Write> {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     batch.push(first);
-    while batch.len() < MAX_BATCH {
+    take_queued(&mut batch, queue, MAX_BATCH);
+    batch
+}
+
+/// Moves what is queued now into `batch`, until it holds `up_to`.
+fn take_queued(batch: &mut Vec<Write>, queue: &mut mpsc::Receiver<Write>, up_to: usize) {
+    while batch.len() < up_to {
         match queue.try_recv() {
             Ok(more) => batch.push(more),
             Err(_) => break,
         }
     }
-    batch
+}
+
+/// Where a store's writes go: its writer's queue and, on SQLite, the
+/// writer's connection, on which a caller commits its own write when
+/// nobody else is writing (no hop to the writer's thread and back).
+pub(super) struct Writes {
+    queue: mpsc::Sender<Write>,
+    sqlite: Option<sqlite::SqliteWriter>,
+}
+
+/// The writer is gone: nothing it was given will be written.
+pub(super) struct Stopped;
+
+impl Writes {
+    pub(super) fn new(queue: mpsc::Sender<Write>, sqlite: Option<sqlite::SqliteWriter>) -> Writes {
+        Writes { queue, sqlite }
+    }
+
+    /// Commits `write` on this thread if the connection is free, else
+    /// queues it (waiting for room); its `done` tells when it committed.
+    pub(super) async fn send(&self, write: Write) -> Result<(), Stopped> {
+        let write = match &self.sqlite {
+            Some(sqlite) => match sqlite.write_here(write) {
+                None => return Ok(()),
+                Some(write) => write,
+            },
+            None => write,
+        };
+        self.queue.send(write).await.map_err(|_| Stopped)?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Queues `write` if there is room now.
+    pub(super) fn try_send(&self, write: Write) -> Result<(), Stopped> {
+        self.queue.try_send(write).map_err(|_| Stopped)?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Queues `write` without waking the writer's thread, so that only a
+    /// caller's commit can take it.
+    #[cfg(test)]
+    pub(super) fn queue_unwoken(&self, write: Write) {
+        assert!(self.queue.try_send(write).is_ok(), "the queue has room");
+    }
+
+    fn wake(&self) {
+        if let Some(sqlite) = &self.sqlite {
+            sqlite.wake();
+        }
+    }
 }
 
 /// A value bound to a statement's `$n`.
