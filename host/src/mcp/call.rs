@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::ask::{McpAsk, Step};
+use crate::mcp::progress::Flush;
 use crate::mcp::sealed::{Answers, Binding};
 
 /// A call in flight, as the request waiting on it sees it.
@@ -15,7 +15,7 @@ pub(crate) struct Started {
     pub(crate) cancel: CancellationToken,
     /// Whether its structured output is sent wrapped in `{"result": …}`.
     pub(crate) wraps_output: bool,
-    pub(crate) progress: Option<JoinHandle<()>>,
+    pub(crate) progress: Option<Flush>,
     pub(crate) ask: Arc<McpAsk>,
     /// What a sealed state of this call is bound to.
     pub(crate) binding: Binding,

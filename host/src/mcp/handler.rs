@@ -280,9 +280,9 @@ impl Handler {
         }
         let mut progress = None;
         if let Some(token) = context.meta.get_progress_token() {
-            let (forwarder, task) = progress::forward(context.peer.clone(), token);
+            let (forwarder, flush) = progress::forward(context.peer.clone(), token);
             call = call.with_events(forwarder);
-            progress = Some(task);
+            progress = Some(flush);
         }
         let admission = self.shared.admission.clone();
         let task_cancel = cancel.clone();
@@ -384,8 +384,8 @@ impl Handler {
         started: Started,
         settlement: Settlement,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(task) = started.progress {
-            let _ = tokio::time::timeout(PROGRESS_FLUSH, task).await;
+        if let Some(flush) = started.progress {
+            flush.wait(PROGRESS_FLUSH).await;
         }
         if let Outcome::Interrupted {
             reason: Interruption::Cancelled,
