@@ -432,6 +432,61 @@ async fn plugin_budget_applies_to_its_calls() {
     );
 }
 
+/// Instances made ahead never cost a call its slot: they are made only
+/// while the host's instance pool is less than half full, and a call that
+/// finds it fuller drops every plugin's before it makes its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r21_instances_made_ahead_give_their_slots_to_calls() {
+    let outputs = tempfile::tempdir().unwrap();
+    // Six slots: two activations, then one instance made ahead for /a (the
+    // pool is half full); four spinning calls of /b need all the rest.
+    let host = builder(&outputs)
+        .max_instances(6)
+        .warm_instances(2, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let (a, b) = (host.location("/a"), host.location("/b"));
+    let made_ahead = load(&a, CHAOS).await;
+    let _b = load(&b, CHAOS).await;
+    let s = settle(&a.snapshot(), "counter", json!({})).await;
+    assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+    let plugin = made_ahead.plugin().clone();
+    eventually("one instance made ahead, in the pool's free half", || {
+        plugin.warm_instances() == 1
+    })
+    .await;
+    let stop = CancellationToken::new();
+    let snapshot = b.snapshot();
+    let (calls, recorders): (Vec<_>, Vec<_>) = (0..4)
+        .map(|n| busy(&format!("spin{n}"), BudgetOverrides::default()))
+        .unzip();
+    let settled = futures::future::join_all(
+        calls
+            .into_iter()
+            .map(|call| snapshot.settle(call.with_cancel(stop.clone()))),
+    );
+    let all_running = async {
+        for (n, recorder) in recorders.iter().enumerate() {
+            recorder.started(&format!("spin{n}")).await;
+        }
+        stop.cancel();
+    };
+    let (settled, ()) = within("four spinning calls in the last four slots", async {
+        tokio::join!(settled, all_running)
+    })
+    .await;
+    for s in &settled {
+        assert_eq!(
+            s.outcome,
+            Outcome::Interrupted {
+                reason: Interruption::Cancelled
+            },
+            "every call got a slot and ran until cancelled"
+        );
+    }
+    assert_eq!(plugin.warm_instances(), 0, "/a's gave its slot back");
+}
+
 #[tokio::test]
 async fn a_full_instance_pool_is_a_host_fault_naming_the_setting() {
     let outputs = tempfile::tempdir().unwrap();

@@ -1,6 +1,8 @@
 //! The wasmtime engine: configuration, the pooling allocator and the linker
 //! every plugin is instantiated against.
 
+use std::sync::Arc;
+
 use tokio::sync::Semaphore;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{
@@ -13,6 +15,7 @@ use crate::model::budget::MAX_MEMORY;
 use crate::model::plugin::CodeTier;
 use crate::wasm::cache::CompileCache;
 use crate::wasm::store::StoreState;
+use crate::wasm::warm::EveryWarm;
 
 /// Default instances the pooling allocator holds at once: calls in flight
 /// plus live activations, across all plugins of a host.
@@ -83,6 +86,8 @@ pub(crate) struct Runtime {
     pub(crate) max_instances: u32,
     /// Where plugins are compiled: a worker process, or a thread here.
     pub(crate) worker: Option<CompileWorker>,
+    /// Every plugin's instances made ahead, which hold pool slots.
+    pub(crate) every_warm: Arc<EveryWarm>,
 }
 
 impl Runtime {
@@ -116,6 +121,7 @@ impl Runtime {
             cache,
             max_instances,
             worker,
+            every_warm: Arc::default(),
         })
     }
 

@@ -25,7 +25,7 @@ use crate::wasm::preflight::preflight;
 use crate::wasm::slots::FairSlots;
 use crate::wasm::store::{Role, StoreState, new_store};
 use crate::wasm::tiers::{self, Current, Linked, Upgrades, blocking, blocking_link};
-use crate::wasm::warm::{MakesAhead, Warm, WarmInstances, WarmSettings};
+use crate::wasm::warm::{self, MakesAhead, Warm, WarmInstances, WarmSettings};
 
 /// The first bytes of every WebAssembly binary.
 const WASM_MAGIC: &[u8; 4] = b"\0asm";
@@ -66,7 +66,7 @@ pub(crate) struct PluginCode {
     pub(crate) http_limits: HttpLimits,
     pub(crate) tls: Arc<rustls::ClientConfig>,
     /// Instances made ahead of calls, each for one call.
-    pub(crate) warm: WarmInstances,
+    pub(crate) warm: Arc<WarmInstances>,
 }
 
 impl PluginCode {
@@ -119,6 +119,16 @@ impl MakesAhead for PluginCode {
 
     fn name(&self) -> &str {
         &self.info.name
+    }
+
+    fn room_ahead(&self) -> bool {
+        let pool = self
+            .current
+            .borrow()
+            .linked
+            .engine
+            .pooling_allocator_metrics();
+        pool.is_none_or(|pool| warm::room_ahead(pool.component_instances(), self.max_instances))
     }
 
     /// Under the plugin's budget: its fuel and, as a call would be, its
@@ -286,7 +296,7 @@ async fn load(
         max_instances: runtime.max_instances,
         http_limits: options.http_limits.unwrap_or(defaults.http_limits),
         tls: defaults.tls.clone(),
-        warm: WarmInstances::new(defaults.warm),
+        warm: WarmInstances::new(defaults.warm, &runtime.every_warm),
     });
     if let Some(stop) = upgrading {
         let wasm = compiled.wasm;

@@ -9,6 +9,11 @@
 //! runtime that runs calls: there, the refill that a call wakes ran as soon
 //! as the call first yielded, and the call waited for an instantiation that
 //! was not its own.
+//!
+//! They never cost a call its instance slot: they are made only while the
+//! host's instance pool is less than half full ([`room_ahead`]), and a call
+//! that finds it fuller drops every plugin's (see [`EveryWarm`]) before it
+//! instantiates its own.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -46,6 +51,47 @@ pub(crate) trait MakesAhead: Send + Sync + 'static {
     fn name(&self) -> &str;
     /// One instance, made as a call's would be (fuel, deadline).
     fn make(&self) -> impl Future<Output = Result<Warm, String>> + Send;
+    /// Whether the instance pool its code is allocated from leaves room
+    /// for an instance made ahead (see [`room_ahead`]); true if that code's
+    /// instances are not pooled.
+    fn room_ahead(&self) -> bool;
+}
+
+/// Whether an instance may be made ahead with `live` of the host's
+/// `max_instances` slots taken: only while fewer than half are, so a call
+/// (and any burst of calls up to half the pool) never finds the pool full
+/// because of instances made ahead.
+pub(crate) fn room_ahead(live: u64, max_instances: u32) -> bool {
+    live.saturating_mul(2) < u64::from(max_instances)
+}
+
+/// Every plugin's instances made ahead in one host, so a call that finds
+/// the instance pool half full can give their slots back to calls.
+#[derive(Default)]
+pub(crate) struct EveryWarm {
+    pools: Mutex<Vec<Weak<WarmInstances>>>,
+}
+
+impl EveryWarm {
+    fn register(&self, warm: &Arc<WarmInstances>) {
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools.retain(|pool| pool.strong_count() > 0);
+        pools.push(Arc::downgrade(warm));
+    }
+
+    /// Drops every instance made ahead, without waking any refill: there is
+    /// no room for new ones.
+    fn evict(&self) {
+        let pools: Vec<_> = {
+            let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+            pools.iter().filter_map(Weak::upgrade).collect()
+        };
+        for pool in pools {
+            // Dropped outside the lock: a store's drop frees its slot.
+            let dropped = std::mem::take(&mut lock(&pool.state).ready);
+            drop(dropped);
+        }
+    }
 }
 
 /// How many instances a plugin makes ahead, and how long it keeps them
@@ -72,6 +118,8 @@ pub(crate) struct WarmInstances {
     /// Wakes the refill task when a call took an instance; its own `Arc`,
     /// so the waiting task does not keep the plugin alive.
     taken: Arc<Notify>,
+    /// The host's: every plugin's instances made ahead.
+    every: Arc<EveryWarm>,
 }
 
 #[derive(Default)]
@@ -87,35 +135,52 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl WarmInstances {
-    pub(crate) fn new(settings: WarmSettings) -> WarmInstances {
-        WarmInstances {
+    /// A plugin's instances made ahead, one of the host's `every`.
+    pub(crate) fn new(settings: WarmSettings, every: &Arc<EveryWarm>) -> Arc<WarmInstances> {
+        let warm = Arc::new(WarmInstances {
             settings,
             state: Mutex::default(),
             taken: Arc::default(),
-        }
+            every: every.clone(),
+        });
+        every.register(&warm);
+        warm
     }
 
     /// An instance made ahead for a call under `budget`, if one fits (they
-    /// are made under the plugin's own memory limit); either way the pool
-    /// is refilled in the background.
+    /// are made under the plugin's own memory limit). Without one, if the
+    /// instance pool is half full, every plugin's are dropped so the call
+    /// can make its own; otherwise the pool is refilled in the background.
     pub(crate) fn take<P: MakesAhead>(plugin: &Arc<P>, budget: &Budget) -> Option<Warm> {
         let warm = plugin.warm();
         if warm.settings.count == 0 {
             return None;
         }
-        let mut state = lock(&warm.state);
-        state.last_call = Some(Instant::now());
-        let found = (budget.memory == plugin.memory())
-            .then(|| state.ready.pop())
-            .flatten();
+        let found = {
+            let mut state = lock(&warm.state);
+            state.last_call = Some(Instant::now());
+            (budget.memory == plugin.memory())
+                .then(|| state.ready.pop())
+                .flatten()
+        };
+        if found.is_none() && !plugin.room_ahead() {
+            warm.every.evict();
+        } else {
+            warm.keep_filled(plugin);
+        }
+        found
+    }
+
+    /// Wakes the plugin's refill task, or starts it.
+    fn keep_filled<P: MakesAhead>(&self, plugin: &Arc<P>) {
+        let mut state = lock(&self.state);
         if state.refilling {
             drop(state);
-            warm.taken.notify_one();
+            self.taken.notify_one();
         } else if let Some(maker) = maker() {
             state.refilling = true;
             maker.spawn(refill(Arc::downgrade(plugin)));
         }
-        found
     }
 
     /// Drops every instance made ahead (the plugin's code changed); the
@@ -213,10 +278,11 @@ async fn refill<P: MakesAhead>(plugin: Weak<P>) {
     }
 }
 
-/// Makes instances until the pool is full; false if one cannot be made
-/// (calls then instantiate their own, as without a pool).
+/// Makes instances until the plugin has its count or the host's instance
+/// pool has no room for more; false if one cannot be made (calls then
+/// instantiate their own, as without instances made ahead).
 async fn fill<P: MakesAhead>(code: &P) -> bool {
-    while code.warm().len() < code.warm().settings.count {
+    while code.warm().len() < code.warm().settings.count && code.room_ahead() {
         match code.make().await {
             Ok(warm) => lock(&code.warm().state).ready.push(warm),
             Err(e) => {
