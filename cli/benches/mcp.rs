@@ -6,7 +6,9 @@
 //! serve` settled through a bridging host vs called with the SDK's client.
 //! Beside each, the floor: a native `echo` served by the same SDK (this
 //! binary, re-run as `--floor-stdio` or `--floor-http`), driven by the same
-//! client, and the ratio of Toolhost to it.
+//! client, and the ratio of Toolhost to it: stdio latency (p50 and mean),
+//! HTTP calls per second, and the server's CPU time per call (from
+//! `/proc`). `TOOLHOST_BIN=path` measures another build of `toolhost`.
 //! `cargo bench -p toolhost-cli --bench mcp`; `-- --callgrind`: only the
 //! instructions each stdio server executes per call, counted by callgrind
 //! (valgrind), which load on the machine does not move.
@@ -28,7 +30,11 @@ use toolhost_tests::context;
 
 toolhost_tests::plugin_paths!();
 
-const TOOLHOST: &str = env!("CARGO_BIN_EXE_toolhost");
+/// The `toolhost` binary measured: this build's, or `TOOLHOST_BIN`'s (to
+/// compare two builds under the same client and floor).
+fn toolhost() -> String {
+    std::env::var("TOOLHOST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_toolhost").into())
+}
 
 /// Calls measured per series, after as many for warming up.
 const CALLS: u32 = 2_000;
@@ -146,38 +152,86 @@ fn floor_command(flag: &str) -> Command {
     command
 }
 
-async fn floor_over_stdio() -> Duration {
+/// What a series of sequential calls over stdio measured.
+struct Series {
+    mean: Duration,
+    p50: Duration,
+    /// The server's CPU time (user and system, every thread) per call.
+    cpu: Duration,
+}
+
+impl Series {
+    fn show(&self, what: &str) {
+        println!(
+            "{what:<40} p50 {}  mean {}  server CPU/call {}",
+            micros(self.p50),
+            micros(self.mean),
+            micros(self.cpu)
+        );
+    }
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+/// CPU time `pid` has used so far, all its threads (those ended too):
+/// utime and stime of `/proc/PID/stat`, in clock ticks.
+fn cpu_time(pid: u32) -> Duration {
+    let fields =
+        toolhost_tests::procfs::stat_after_name(&pid.to_string()).expect("the server runs");
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads its argument.
+    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap();
+    Duration::from_secs_f64(ticks as f64 / per_second as f64)
+}
+
+/// Warms up, then measures [`CALLS`] sequential calls of the stdio server
+/// `command` runs.
+async fn stdio_series(command: tokio::process::Command) -> Series {
+    let process = TokioChildProcess::new(command).unwrap();
+    let pid = process.id().unwrap();
+    let client = ().serve(process).await.unwrap();
+    sequential(&client, CALLS).await;
+    let cpu = cpu_time(pid);
+    let mut times = sequential(&client, CALLS).await;
+    let cpu = (cpu_time(pid) - cpu) / CALLS;
+    client.cancel().await.unwrap();
+    times.sort();
+    Series {
+        mean: times.iter().sum::<Duration>() / CALLS,
+        p50: times[times.len() / 2],
+        cpu,
+    }
+}
+
+async fn floor_over_stdio() -> Series {
     let mut command = tokio::process::Command::from(floor_command("--floor-stdio"));
     command.stderr(Stdio::null());
-    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
-    sequential(&client, CALLS).await;
-    let per_call = sequential(&client, CALLS).await / CALLS;
-    client.cancel().await.unwrap();
-    per_call
+    stdio_series(command).await
 }
 
-async fn sequential(client: &RunningService<RoleClient, ()>, n: u32) -> Duration {
-    let start = Instant::now();
+/// Each call's round trip.
+async fn sequential(client: &RunningService<RoleClient, ()>, n: u32) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(n as usize);
     for _ in 0..n {
+        let start = Instant::now();
         let r = client.call_tool(echo()).await.unwrap();
+        times.push(start.elapsed());
         assert_eq!(r.is_error, Some(false));
     }
-    start.elapsed()
+    times
 }
 
-async fn over_stdio(cache: &std::path::Path, state: &std::path::Path) -> Duration {
-    let mut command = tokio::process::Command::new(TOOLHOST);
+async fn over_stdio(cache: &std::path::Path, state: &std::path::Path) -> Series {
+    let mut command = tokio::process::Command::new(toolhost());
     command
         .args(["serve", TEXT_TOOLS, "--cache-dir"])
         .arg(cache)
         .arg("--state-dir")
         .arg(state)
         .stderr(Stdio::null());
-    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
-    sequential(&client, CALLS).await;
-    let per_call = sequential(&client, CALLS).await / CALLS;
-    client.cancel().await.unwrap();
-    per_call
+    stdio_series(command).await
 }
 
 /// `echo` of `toolhost serve` over stdio, settled through a host that
@@ -200,7 +254,7 @@ async fn bridged(cache: &std::path::Path, state: &std::path::Path) -> Duration {
     ]
     .map(str::to_owned);
     let _bridge = location
-        .connect_mcp(McpServerConfig::stdio("inner", TOOLHOST, args))
+        .connect_mcp(McpServerConfig::stdio("inner", toolhost(), args))
         .await
         .unwrap();
     let snapshot = location.snapshot();
@@ -227,7 +281,7 @@ async fn bridged(cache: &std::path::Path, state: &std::path::Path) -> Duration {
 
 /// Starts `toolhost serve --http` on a free port; its URL.
 fn http_server(cache: &std::path::Path, state: &std::path::Path) -> (std::process::Child, String) {
-    let mut command = Command::new(TOOLHOST);
+    let mut command = Command::new(toolhost());
     command
         .args(["serve", TEXT_TOOLS, "--http", "127.0.0.1:0", "--cache-dir"])
         .arg(cache)
@@ -250,17 +304,57 @@ fn served(mut command: Command) -> (std::process::Child, String) {
     (child, url)
 }
 
-async fn over_http(url: &str, clients: u32) -> f64 {
+/// Calls per second over HTTP with `clients` concurrent clients, and the
+/// server's (`pid`) CPU time per call.
+async fn over_http(url: &str, pid: u32, clients: u32) -> (f64, Duration) {
     let mut connected = Vec::new();
     for _ in 0..clients {
         let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
         connected.push(().serve(transport).await.unwrap());
     }
     let per_client = CALLS / clients;
+    let cpu = cpu_time(pid);
     let start = Instant::now();
     let runs = connected.iter().map(|c| sequential(c, per_client));
     futures::future::join_all(runs).await;
-    f64::from(per_client * clients) / start.elapsed().as_secs_f64()
+    let calls = per_client * clients;
+    let rate = f64::from(calls) / start.elapsed().as_secs_f64();
+    (rate, (cpu_time(pid) - cpu) / calls)
+}
+
+/// `--drive-stdio PROGRAM ARGS…`: the bench's stdio series against any
+/// server command (to compare builds or settings under the same client).
+async fn drive_stdio() {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let (program, args) = args
+        .split_first()
+        .expect("usage: mcp --drive-stdio PROGRAM ARGS…");
+    let mut command = tokio::process::Command::new(program);
+    command.args(args).stderr(Stdio::null());
+    stdio_series(command).await.show(program);
+}
+
+/// `--drive-http URL PID CLIENTS`: the bench's HTTP client against a
+/// server started by hand (to profile it under this load), for ten
+/// rounds of [`CALLS`] calls.
+async fn drive_http() {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let [url, pid, clients] = args.as_slice() else {
+        panic!("usage: mcp --drive-http URL PID CLIENTS");
+    };
+    let (pid, clients) = (pid.parse().unwrap(), clients.parse().unwrap());
+    // The client's TLS provider, which building a `Host` installs otherwise.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    for _ in 0..10 {
+        let (rate, cpu) = over_http(url, pid, clients).await;
+        println!("{rate:.0} calls/s, server CPU/call {}", micros(cpu));
+    }
+}
+
+/// The HTTP lines of one server: warmed up, then 1 and 16 clients.
+async fn http_series(url: &str, pid: u32) -> [(f64, Duration); 2] {
+    over_http(url, pid, 1).await;
+    [over_http(url, pid, 1).await, over_http(url, pid, 16).await]
 }
 
 /// Instructions the stdio server `server` (program and arguments)
@@ -339,15 +433,15 @@ fn instructions(server: &[OsString], calls: u32) -> u64 {
 /// here) does not load on the CPU valgrind emulates.
 fn callgrind(cache: &std::path::Path, state: &std::path::Path) {
     let compiled = Command::new("valgrind")
-        .args(["-q", "--tool=none", "--trace-children=yes", TOOLHOST])
+        .args(["-q", "--tool=none", "--trace-children=yes", &toolhost()])
         .args(["compile", TEXT_TOOLS, "--max-instances", "4", "--cache-dir"])
         .arg(cache)
         .stderr(Stdio::null())
         .status()
         .unwrap();
     assert!(compiled.success());
-    let serve: Vec<OsString> = [TOOLHOST, "serve", TEXT_TOOLS, "--max-instances", "4"]
-        .iter()
+    let serve: Vec<OsString> = [&toolhost(), "serve", TEXT_TOOLS, "--max-instances", "4"]
+        .into_iter()
         .map(OsString::from)
         .chain([
             "--cache-dir".into(),
@@ -376,6 +470,8 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("--floor-stdio") => return runtime.block_on(floor_stdio()),
         Some("--floor-http") => return runtime.block_on(floor_http()),
+        Some("--drive-http") => return runtime.block_on(drive_http()),
+        Some("--drive-stdio") => return runtime.block_on(drive_stdio()),
         _ => {}
     }
     let cache = tempfile::tempdir().unwrap();
@@ -391,67 +487,50 @@ fn main() {
     if std::env::args().any(|a| a == "--callgrind") {
         return callgrind(cache.path(), state);
     }
-    let micros = |d: Duration| format!("{:.1} µs", d.as_secs_f64() * 1e6);
     runtime.block_on(async {
         println!(
             "the store in {} (tmpfs when /dev/shm exists)",
             state.display()
         );
         let direct = direct(state).await;
+        println!("settled echo, direct (library)           mean {}", micros(direct));
         let stdio = over_stdio(cache.path(), state).await;
-        println!(
-            "settled echo, direct                   mean {}",
-            micros(direct)
-        );
-        println!(
-            "settled echo, MCP over stdio (rmcp)    mean {}",
-            micros(stdio)
-        );
-        println!(
-            "  ratio MCP stdio / direct:            {:.1}x",
-            stdio.as_secs_f64() / direct.as_secs_f64()
-        );
+        stdio.show("settled echo, MCP over stdio (rmcp client)");
         let synced = over_stdio(cache.path(), on_disk).await;
-        println!(
-            "settled echo, MCP over stdio, store on disk mean {}",
-            micros(synced)
-        );
+        synced.show("the same, store on disk");
         let floor = floor_over_stdio().await;
+        floor.show("native echo, rmcp over stdio (floor)");
+        let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
         println!(
-            "native echo, rmcp over stdio (floor)   mean {}",
-            micros(floor)
-        );
-        println!(
-            "  ratio Toolhost stdio / floor (goal <= 1.2x): {:.2}x",
-            stdio.as_secs_f64() / floor.as_secs_f64()
+            "  Toolhost stdio / floor: p50 {:.2}x (goal <= 1.2x), server CPU/call {:.2}x (goal <= 1.5x)",
+            ratio(stdio.p50, floor.p50),
+            ratio(stdio.cpu, floor.cpu)
         );
         let bridge = bridged(cache.path(), state).await;
-        println!(
-            "echo of serve (stdio), bridged + settled mean {}",
-            micros(bridge)
-        );
+        println!("echo of serve (stdio), bridged + settled mean {}", micros(bridge));
         println!(
             "  ratio bridged / MCP client directly:   {:.2}x",
-            bridge.as_secs_f64() / stdio.as_secs_f64()
+            ratio(bridge, stdio.mean)
         );
         let (mut server, url) = http_server(cache.path(), state);
-        over_http(&url, 1).await;
-        let one = over_http(&url, 1).await;
-        let sixteen = over_http(&url, 16).await;
-        println!("settled echo over HTTP, 1 client       {one:.0} calls/s");
-        println!("settled echo over HTTP, 16 clients     {sixteen:.0} calls/s");
+        let toolhost_http = http_series(&url, server.id()).await;
         let _ = server.kill();
         let (mut floor, url) = served(floor_command("--floor-http"));
-        over_http(&url, 1).await;
-        let floor_one = over_http(&url, 1).await;
-        let floor_sixteen = over_http(&url, 16).await;
+        let floors = http_series(&url, floor.id()).await;
         let _ = floor.kill();
-        println!("native echo over HTTP (floor), 1 client  {floor_one:.0} calls/s");
-        println!("native echo over HTTP (floor), 16 clients {floor_sixteen:.0} calls/s");
-        println!(
-            "  ratio Toolhost / floor (goal >= 0.8x): 1 client {:.2}x, 16 clients {:.2}x",
-            one / floor_one,
-            sixteen / floor_sixteen
-        );
+        for (clients, ((rate, cpu), (floor_rate, floor_cpu))) in
+            [1, 16].into_iter().zip(toolhost_http.into_iter().zip(floors))
+        {
+            println!(
+                "HTTP, {clients:>2} clients: Toolhost {rate:.0} calls/s (server CPU/call {}), floor {floor_rate:.0} calls/s ({})",
+                micros(cpu),
+                micros(floor_cpu)
+            );
+            println!(
+                "  Toolhost / floor: calls/s {:.2}x (goal >= 0.8x), server CPU/call {:.2}x (goal <= 1.5x)",
+                rate / floor_rate,
+                ratio(cpu, floor_cpu)
+            );
+        }
     });
 }
