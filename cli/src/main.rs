@@ -237,10 +237,13 @@ fn main() -> ExitCode {
         return ExitCode::from(toolhost::compile_worker());
     }
     logging::init(cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Serve { serve, .. } = &cli.command
+        && let Some(workers) = serve.workers
     {
+        runtime.worker_threads(workers.into());
+    }
+    let runtime = match runtime.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             stdio::note(&format!("error: cannot start the async runtime: {e}"));

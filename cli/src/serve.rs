@@ -32,6 +32,13 @@ pub(crate) struct ServeArgs {
     /// Reload a plugin when its file changes.
     #[arg(long)]
     watch: bool,
+    /// Threads that handle requests and run tools' calls; compiles, the
+    /// store and instances made ahead have threads of their own. Default:
+    /// one per core. 1 gives a lone stdio client the lowest latency per
+    /// call (no hand-offs between threads), but its calls then share one
+    /// core, taking turns.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_WORKERS))]
+    pub(crate) workers: Option<u16>,
     /// Compile every plugin with the optimizing compiler before serving
     /// it, instead of serving at once on baseline (Winch) code while the
     /// optimized code compiles in the background.
@@ -124,6 +131,10 @@ pub(crate) struct ServeArgs {
     )]
     previous_state_key_file: Option<PathBuf>,
 }
+
+/// The most threads --workers starts: far above the cores a host has, each
+/// a thread with its own stack.
+pub(crate) const MAX_WORKERS: i64 = 256;
 
 /// `TOOL=SCOPE`, for --tool-scope.
 fn tool_scope(given: &str) -> Result<(String, String), String> {

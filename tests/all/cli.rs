@@ -180,6 +180,15 @@ fn bad_plugin_files_are_one_line_usage_errors() {
 }
 
 #[test]
+fn serve_refuses_workers_out_of_range_as_usage() {
+    for workers in ["0", "257", "many"] {
+        let (code, _, stderr) = run(&["serve", TEXT_TOOLS, "--workers", workers]);
+        assert_eq!(code, 2, "--workers {workers}: {stderr}");
+        assert!(stderr.contains("--workers"), "names the flag: {stderr}");
+    }
+}
+
+#[test]
 fn an_infinite_loop_with_a_timeout_exits_three() {
     let (code, _, stderr) = run(&["call", CHAOS, "spin_forever", "--timeout", "200ms"]);
     assert_eq!(code, 3, "{stderr}");

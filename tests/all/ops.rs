@@ -322,7 +322,14 @@ fn metrics_on_their_own_address_and_json_logs() {
     let mut served = serve(
         dir.path(),
         &[TEXT_TOOLS],
-        &["--metrics", "127.0.0.1:0", "--log-format", "json"],
+        &[
+            "--metrics",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--workers",
+            "3",
+        ],
         &[("TOOLHOST_LOG", "info")],
     );
     let metrics_addr = served
@@ -342,6 +349,11 @@ fn metrics_on_their_own_address_and_json_logs() {
         ),
         Some(1.0),
         "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "toolhost_workers"),
+        Some(3.0),
+        "--workers sets the runtime's threads: {metrics}"
     );
     assert_eq!(
         get(&served.addr, "/metrics").0,

@@ -132,6 +132,7 @@ struct Inner {
     waiting: Gauge,
     slots_in_use: Gauge,
     sessions: Gauge,
+    workers: Gauge,
     store_duration: Family<OperationLabel, Histogram>,
     store_errors: Family<OperationLabel, Counter>,
     http_requests: Family<HttpLabels, Counter>,
@@ -217,6 +218,12 @@ impl Metrics {
                 Gauge::default(),
             ),
             sessions: add(&mut r, "sessions", "Open HTTP sessions", Gauge::default()),
+            workers: add(
+                &mut r,
+                "workers",
+                "The async runtime's threads that handle requests and run calls (serve --workers)",
+                Gauge::default(),
+            ),
             store_duration: add_seconds(
                 &mut r,
                 "store_duration",
@@ -331,12 +338,17 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text of every metric, with the slots in use and the
-    /// sessions sampled now.
+    /// The OpenMetrics text of every metric, with the slots in use, the
+    /// sessions and the runtime's workers sampled now.
     pub(crate) fn encode(&self, slots_in_use: usize, sessions: usize) -> String {
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         self.inner.slots_in_use.set(gauge(slots_in_use));
         self.inner.sessions.set(gauge(sessions));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            self.inner
+                .workers
+                .set(gauge(runtime.metrics().num_workers()));
+        }
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.inner.registry).is_err() {
             tracing::error!("cannot encode the metrics");
