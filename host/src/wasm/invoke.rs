@@ -90,6 +90,8 @@ impl WasmTool {
         let logs = take_logs(store.data());
         // The store, trapped or not, is dropped here: never reused (R21).
         drop(store);
+        // Its slot is free again: the next call's instance is made in it.
+        WarmInstances::refill(&self.plugin);
         Execution {
             ended,
             usage,

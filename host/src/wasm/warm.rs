@@ -1,9 +1,10 @@
 //! Fresh instances off the call path: a few instances of a plugin made
 //! ahead of its calls, each used by exactly one call (R21 holds: none has
 //! run a tool before), so a call that finds one pays only for running.
-//! They are made in the background once the plugin is called, kept to a
-//! count ([`WARM_INSTANCES`] by default), and all dropped once it has had
-//! no call for a while ([`WARM_IDLE`]): an idle plugin holds none.
+//! They are made in the background after each call of the plugin (once
+//! its instance, and so its slot, is gone), kept to a count
+//! ([`WARM_INSTANCES`] by default), and all dropped once it has had no
+//! call for a while ([`WARM_IDLE`]): an idle plugin holds none.
 //!
 //! They are made on a thread of their own (see [`maker`]), never on the
 //! runtime that runs calls: there, the refill that a call wakes ran as soon
@@ -115,9 +116,9 @@ impl Default for WarmSettings {
 pub(crate) struct WarmInstances {
     settings: WarmSettings,
     state: Mutex<State>,
-    /// Wakes the refill task when a call took an instance; its own `Arc`,
+    /// Wakes the refill task when a call ended; its own `Arc`,
     /// so the waiting task does not keep the plugin alive.
-    taken: Arc<Notify>,
+    wanted: Arc<Notify>,
     /// The host's: every plugin's instances made ahead.
     every: Arc<EveryWarm>,
 }
@@ -140,7 +141,7 @@ impl WarmInstances {
         let warm = Arc::new(WarmInstances {
             settings,
             state: Mutex::default(),
-            taken: Arc::default(),
+            wanted: Arc::default(),
             every: every.clone(),
         });
         every.register(&warm);
@@ -150,7 +151,8 @@ impl WarmInstances {
     /// An instance made ahead for a call under `budget`, if one fits (they
     /// are made under the plugin's own memory limit). Without one, if the
     /// instance pool is half full, every plugin's are dropped so the call
-    /// can make its own; otherwise the pool is refilled in the background.
+    /// can make its own. The call calls [`WarmInstances::refill`] once
+    /// its instance is gone.
     pub(crate) fn take<P: MakesAhead>(plugin: &Arc<P>, budget: &Budget) -> Option<Warm> {
         let warm = plugin.warm();
         if warm.settings.count == 0 {
@@ -165,21 +167,25 @@ impl WarmInstances {
         };
         if found.is_none() && !plugin.room_ahead() {
             warm.every.evict();
-        } else {
-            warm.keep_filled(plugin);
         }
         found
     }
 
-    /// Wakes the plugin's refill task, or starts it.
-    fn keep_filled<P: MakesAhead>(&self, plugin: &Arc<P>) {
-        let mut state = lock(&self.state);
+    /// Refills the plugin's instances made ahead in the background (wakes
+    /// its refill task, or starts it): called when a call's instance is
+    /// gone, so the pool's count of live instances no longer holds it.
+    pub(crate) fn refill<P: MakesAhead>(plugin: &Arc<P>) {
+        let warm = plugin.warm();
+        if warm.settings.count == 0 {
+            return;
+        }
+        let mut state = lock(&warm.state);
         if state.refilling {
             drop(state);
-            self.taken.notify_one();
+            warm.wanted.notify_one();
         } else if let Some(maker) = maker() {
             state.refilling = true;
-            maker.spawn(refill(Arc::downgrade(plugin)));
+            maker.spawn(keep_full(Arc::downgrade(plugin)));
         }
     }
 
@@ -187,7 +193,7 @@ impl WarmInstances {
     /// refill task makes new ones.
     pub(crate) fn clear(&self) {
         lock(&self.state).ready.clear();
-        self.taken.notify_one();
+        self.wanted.notify_one();
     }
 
     /// How many instances are made ahead now.
@@ -255,17 +261,17 @@ fn lower_priority() {}
 
 /// Keeps the plugin's pool full while it is called; empties it and ends
 /// once it has been idle for the settings' time (or is gone).
-async fn refill<P: MakesAhead>(plugin: Weak<P>) {
+async fn keep_full<P: MakesAhead>(plugin: Weak<P>) {
     loop {
         let Some(code) = plugin.upgrade() else { return };
         if !fill(&*code).await {
             lock(&code.warm().state).refilling = false;
             return;
         }
-        let taken = code.warm().taken.clone();
+        let wanted = code.warm().wanted.clone();
         let idle = code.warm().settings.idle;
         drop(code);
-        if tokio::time::timeout(idle, taken.notified()).await.is_ok() {
+        if tokio::time::timeout(idle, wanted.notified()).await.is_ok() {
             continue;
         }
         let Some(code) = plugin.upgrade() else { return };
