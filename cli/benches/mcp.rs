@@ -205,9 +205,14 @@ async fn stdio_series(command: tokio::process::Command) -> Series {
     }
 }
 
-async fn floor_over_stdio() -> Series {
+/// The floor over stdio; `workers` sets its runtime's threads (tokio reads
+/// `TOKIO_WORKER_THREADS`), else one per CPU.
+async fn floor_over_stdio(workers: Option<u16>) -> Series {
     let mut command = tokio::process::Command::from(floor_command("--floor-stdio"));
     command.stderr(Stdio::null());
+    if let Some(workers) = workers {
+        command.env("TOKIO_WORKER_THREADS", workers.to_string());
+    }
     stdio_series(command).await
 }
 
@@ -223,7 +228,13 @@ async fn sequential(client: &RunningService<RoleClient, ()>, n: u32) -> Vec<Dura
     times
 }
 
-async fn over_stdio(cache: &std::path::Path, state: &std::path::Path) -> Series {
+/// `toolhost serve` over stdio; `workers` is its --workers, else the
+/// default (one per CPU).
+async fn over_stdio(
+    cache: &std::path::Path,
+    state: &std::path::Path,
+    workers: Option<u16>,
+) -> Series {
     let mut command = tokio::process::Command::new(toolhost());
     command
         .args(["serve", TEXT_TOOLS, "--cache-dir"])
@@ -231,6 +242,9 @@ async fn over_stdio(cache: &std::path::Path, state: &std::path::Path) -> Series 
         .arg("--state-dir")
         .arg(state)
         .stderr(Stdio::null());
+    if let Some(workers) = workers {
+        command.args(["--workers", &workers.to_string()]);
+    }
     stdio_series(command).await
 }
 
@@ -494,18 +508,28 @@ fn main() {
         );
         let direct = direct(state).await;
         println!("settled echo, direct (library)           mean {}", micros(direct));
-        let stdio = over_stdio(cache.path(), state).await;
+        let stdio = over_stdio(cache.path(), state, None).await;
         stdio.show("settled echo, MCP over stdio (rmcp client)");
-        let synced = over_stdio(cache.path(), on_disk).await;
+        let synced = over_stdio(cache.path(), on_disk, None).await;
         synced.show("the same, store on disk");
-        let floor = floor_over_stdio().await;
+        let floor = floor_over_stdio(None).await;
         floor.show("native echo, rmcp over stdio (floor)");
         let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-        println!(
-            "  Toolhost stdio / floor: p50 {:.2}x (goal <= 1.2x), server CPU/call {:.2}x (goal <= 1.5x)",
-            ratio(stdio.p50, floor.p50),
-            ratio(stdio.cpu, floor.cpu)
-        );
+        let ratios = |what: &str, toolhost: &Series, floor: &Series| {
+            println!(
+                "  {what}: p50 {:.2}x (goal <= 1.2x), server CPU/call {:.2}x (goal <= 1.5x)",
+                ratio(toolhost.p50, floor.p50),
+                ratio(toolhost.cpu, floor.cpu)
+            )
+        };
+        ratios("Toolhost stdio / floor", &stdio, &floor);
+        // One worker each: no hand-offs between threads on either side.
+        let single = over_stdio(cache.path(), state, Some(1)).await;
+        single.show("the same, serve --workers 1");
+        let single_floor = floor_over_stdio(Some(1)).await;
+        single_floor.show("the floor, one worker thread");
+        ratios("--workers 1 / floor", &single, &floor);
+        ratios("--workers 1 / floor on one worker", &single, &single_floor);
         let bridge = bridged(cache.path(), state).await;
         println!("echo of serve (stdio), bridged + settled mean {}", micros(bridge));
         println!(
