@@ -159,6 +159,7 @@ const CLI_LIMITS: &[(&str, Show)] = &[
     ("MAX_CONFIG_BYTES", bytes),
     ("MAX_SHOWN_OUTPUT_BYTES", bytes),
     ("MAX_LISTED_EVENTS", count),
+    ("MAX_WORKERS", count),
 ];
 
 /// The source without `//` comments (none of it has `//` in a string).
