@@ -45,6 +45,7 @@ pub use crate::store::{
 pub use crate::wasm::cache::DEFAULT_CACHE_LIMIT;
 pub use crate::wasm::engine::DEFAULT_MAX_INSTANCES;
 pub use crate::wasm::load::MAX_PLUGIN_BYTES;
+pub use crate::wasm::retire::MAX_RETIRING;
 pub use crate::wasm::warm::{WARM_IDLE, WARM_INSTANCES};
 
 // Plugins from OCI registries (R41); a layer is bounded by `MAX_PLUGIN_BYTES`.

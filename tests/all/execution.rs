@@ -487,6 +487,83 @@ async fn r21_instances_made_ahead_give_their_slots_to_calls() {
     assert_eq!(plugin.warm_instances(), 0, "/a's gave its slot back");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn a_call_waits_for_the_slot_an_ended_call_is_still_freeing() {
+    let outputs = tempfile::tempdir().unwrap();
+    // Six slots: the activation holds one, the store of a call that just
+    // ended another until it is dropped (off the call path: the pool was
+    // less than half full), and five spinning calls want the rest and it.
+    let host = builder(&outputs)
+        .max_instances(6)
+        .warm_instances(0, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let location = host.location("/pool");
+    let _a = load(&location, CHAOS).await;
+    let snapshot = location.snapshot();
+    // Calls spinning in another host keep the cores busy, so the thread
+    // that drops ended stores (at the lowest priority) falls behind.
+    let (other, _out) = toolhost_tests::host();
+    let (spinners, _b) = chaos_snapshot(&other, "spinners").await;
+    let stop_spinners = CancellationToken::new();
+    let (spins, recorders): (Vec<_>, Vec<_>) = (0..2)
+        .map(|n| busy(&format!("spin{n}"), BudgetOverrides::default()))
+        .unzip();
+    let spinning: Vec<_> = spins
+        .into_iter()
+        .map(|call| {
+            let (spinners, call) = (spinners.clone(), call.with_cancel(stop_spinners.clone()));
+            tokio::spawn(async move { spinners.settle(call).await })
+        })
+        .collect();
+    for (n, recorder) in recorders.iter().enumerate() {
+        recorder.started(&format!("spin{n}")).await;
+    }
+    for round in 0..20 {
+        let s = settle(&snapshot, "counter", json!({})).await;
+        assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+        let outcomes = within("five spinning calls", five_spinning(&snapshot, round)).await;
+        for outcome in outcomes {
+            assert_eq!(
+                outcome,
+                Outcome::Interrupted {
+                    reason: Interruption::Cancelled
+                },
+                "round {round}: every call got a slot and ran until cancelled"
+            );
+        }
+    }
+    stop_spinners.cancel();
+    for spinner in spinning {
+        within("a spinning call to stop", spinner).await.unwrap();
+    }
+}
+
+/// Five spinning calls, cancelled once all run or as soon as one ends.
+async fn five_spinning(snapshot: &Snapshot, round: usize) -> Vec<Outcome> {
+    let stop = CancellationToken::new();
+    let (calls, recorders): (Vec<_>, Vec<_>) = (0..5)
+        .map(|n| busy(&format!("r{round}c{n}"), BudgetOverrides::default()))
+        .unzip();
+    let settled = futures::future::join_all(calls.into_iter().map(|call| async {
+        let s = snapshot.settle(call.with_cancel(stop.clone())).await;
+        stop.cancel();
+        s.outcome
+    }));
+    let all_running = async {
+        for (n, recorder) in recorders.iter().enumerate() {
+            recorder.started(&format!("r{round}c{n}")).await;
+        }
+    };
+    let stop_when_all_run = async {
+        tokio::select! {
+            () = all_running => stop.cancel(),
+            () = stop.cancelled() => {}
+        }
+    };
+    tokio::join!(settled, stop_when_all_run).0
+}
+
 #[tokio::test]
 async fn a_full_instance_pool_is_a_host_fault_naming_the_setting() {
     let outputs = tempfile::tempdir().unwrap();

@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::model::budget::MAX_MEMORY;
 use crate::model::plugin::CodeTier;
 use crate::wasm::cache::CompileCache;
+use crate::wasm::retire::Retiring;
 use crate::wasm::store::StoreState;
 use crate::wasm::warm::EveryWarm;
 
@@ -88,6 +89,8 @@ pub(crate) struct Runtime {
     pub(crate) worker: Option<CompileWorker>,
     /// Every plugin's instances made ahead, which hold pool slots.
     pub(crate) every_warm: Arc<EveryWarm>,
+    /// Ended calls' stores being dropped, whose slots are coming back.
+    pub(crate) retiring: Arc<Retiring>,
 }
 
 impl Runtime {
@@ -122,6 +125,7 @@ impl Runtime {
             max_instances,
             worker,
             every_warm: Arc::default(),
+            retiring: Arc::default(),
         })
     }
 

@@ -27,7 +27,7 @@ use crate::wasm::load::PluginCode;
 use crate::wasm::slots::SlotPermit;
 use crate::wasm::store::{Role, StoreState};
 use crate::wasm::tiers::Linked;
-use crate::wasm::warm::{Warm, WarmInstances};
+use crate::wasm::warm::{MakesAhead, Warm, WarmInstances};
 
 /// A tool a plugin registered: the plugin's code and the authored name.
 pub(crate) struct WasmTool {
@@ -88,10 +88,12 @@ impl WasmTool {
         let mut usage = usage(&store, &inv, &ended);
         http.add_usage(&mut usage);
         let logs = take_logs(store.data());
-        // The store, trapped or not, is dropped here: never reused (R21).
-        drop(store);
-        // Its slot is free again: the next call's instance is made in it.
-        WarmInstances::refill(&self.plugin);
+        // The store, trapped or not, is dropped, never reused (R21); once
+        // its slot is free, the next call's instance is made in it.
+        let plugin = self.plugin.clone();
+        let refill = move || WarmInstances::refill(&plugin);
+        let has_room = self.plugin.room_ahead();
+        self.plugin.retiring.retire(store, has_room, refill);
         Execution {
             ended,
             usage,
@@ -165,7 +167,7 @@ impl WasmTool {
         let run = async {
             let instance = match instance {
                 Instance::Made(instance) => instance,
-                Instance::ToMake(linked) => linked.pre.instantiate_async(&mut *store).await?,
+                Instance::ToMake(linked) => self.instantiate(&linked, store).await?,
             };
             instance
                 .toolhost_plugin_plugin()
@@ -173,6 +175,18 @@ impl WasmTool {
                 .await
         };
         interruptible(inv.cancel, inv.deadline, run).await
+    }
+
+    /// Instantiates the call's instance, first waiting out a pool that is
+    /// full while ended calls' stores are being dropped: their slots are
+    /// on their way back.
+    async fn instantiate(
+        &self,
+        linked: &Linked,
+        store: &mut Store<StoreState>,
+    ) -> wasmtime::Result<ToolPlugin> {
+        while self.plugin.pool_full() && self.plugin.retiring.one_dropped().await {}
+        linked.pre.instantiate_async(store).await
     }
 
     fn ended(
@@ -290,7 +304,7 @@ fn parse_metadata(text: Option<String>, warnings: &mut Vec<String>) -> Option<Va
 /// Turns the guest's response into host values. Output that is not JSON is
 /// a contract violation: the guest promised JSON text. Output over its cap
 /// is refused before it is parsed (R28).
-fn convert(
+pub(crate) fn convert(
     r: wit::ToolResponse,
     max_output: usize,
     warnings: &mut Vec<String>,

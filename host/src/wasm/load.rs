@@ -22,6 +22,7 @@ use crate::permission::Policy;
 use crate::wasm::compile::Built;
 use crate::wasm::engine::Runtime;
 use crate::wasm::preflight::preflight;
+use crate::wasm::retire::Retiring;
 use crate::wasm::slots::FairSlots;
 use crate::wasm::store::{Role, StoreState, new_store};
 use crate::wasm::tiers::{self, Current, Linked, Upgrades, blocking, blocking_link};
@@ -67,6 +68,8 @@ pub(crate) struct PluginCode {
     pub(crate) tls: Arc<rustls::ClientConfig>,
     /// Instances made ahead of calls, each for one call.
     pub(crate) warm: Arc<WarmInstances>,
+    /// The host's ended calls' stores being dropped.
+    pub(crate) retiring: Arc<Retiring>,
 }
 
 impl PluginCode {
@@ -85,6 +88,21 @@ impl PluginCode {
         role: Role,
     ) -> Result<Store<StoreState>, Error> {
         new_store(&linked.engine, &self.grants, budget, role)
+    }
+
+    /// Whether every instance slot of the pool its current code is
+    /// allocated from is taken; false if its instances are not pooled.
+    pub(crate) fn pool_full(&self) -> bool {
+        self.live_instances()
+            .is_some_and(|live| live >= u64::from(self.max_instances))
+    }
+
+    /// Instances live in the pool its current code is allocated from; none
+    /// if that code's instances are not pooled.
+    fn live_instances(&self) -> Option<u64> {
+        let current = self.current.borrow();
+        let pool = current.linked.engine.pooling_allocator_metrics()?;
+        Some(pool.component_instances())
     }
 }
 
@@ -122,13 +140,8 @@ impl MakesAhead for PluginCode {
     }
 
     fn room_ahead(&self) -> bool {
-        let pool = self
-            .current
-            .borrow()
-            .linked
-            .engine
-            .pooling_allocator_metrics();
-        pool.is_none_or(|pool| warm::room_ahead(pool.component_instances(), self.max_instances))
+        self.live_instances()
+            .is_none_or(|live| warm::room_ahead(live, self.max_instances))
     }
 
     /// Under the plugin's budget: its fuel and, as a call would be, its
@@ -297,6 +310,7 @@ async fn load(
         http_limits: options.http_limits.unwrap_or(defaults.http_limits),
         tls: defaults.tls.clone(),
         warm: WarmInstances::new(defaults.warm, &runtime.every_warm),
+        retiring: runtime.retiring.clone(),
     });
     if let Some(stop) = upgrading {
         let wasm = compiled.wasm;

@@ -14,6 +14,7 @@ pub(crate) mod imports;
 pub(crate) mod invoke;
 pub(crate) mod load;
 pub(crate) mod preflight;
+pub(crate) mod retire;
 pub(crate) mod slots;
 pub(crate) mod stdio;
 pub(crate) mod store;

@@ -202,13 +202,14 @@ impl WarmInstances {
     }
 }
 
-/// The runtime instances are made ahead on: one thread for the process,
+/// The runtime instances are made ahead on (and ended calls' stores
+/// dropped on, [`crate::wasm::retire`]): one thread for the process,
 /// started at the first call that wants one, running its own
 /// single-threaded runtime at the lowest CPU priority (on Linux, where one
 /// thread's priority can be lowered), so making instances takes only the
 /// time that calls leave idle. None if the thread cannot be started: calls
 /// then instantiate their own.
-fn maker() -> Option<&'static Handle> {
+pub(crate) fn maker() -> Option<&'static Handle> {
     static MAKER: OnceLock<Option<Handle>> = OnceLock::new();
     MAKER.get_or_init(start_maker).as_ref()
 }
