@@ -88,7 +88,26 @@ fn serve(dir: &std::path::Path, sources: &[&str], args: &[&str], env: &[(&str, &
 
 /// One HTTP/1.1 request on a connection of its own: the status and body.
 fn http(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
+    send(
+        TcpStream::connect(addr).unwrap(),
+        addr,
+        method,
+        path,
+        headers,
+        body,
+    )
+}
+
+/// One HTTP/1.1 request on `stream`, asking the server to close it after
+/// the reply: the status and body.
+fn send(
+    mut stream: TcpStream,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (u16, String) {
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
     let request = format!(
         "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n{headers}\r\n{body}",
@@ -268,8 +287,14 @@ fn readyz_turns_503_at_sigterm_while_a_call_is_still_running() {
         std::fs::read_to_string(&events).is_ok_and(|log| log.contains("\"started\""))
     });
     assert!(started, "busy never reported that it started");
+    // A probe's connection accepted before the stop, its request not yet
+    // sent: accepted once the server has answered one opened after it.
+    let early = TcpStream::connect(&addr).unwrap();
+    assert_eq!(get(&addr, "/healthz").0, 200);
     sigterm(&served.child);
     until_status(&addr, "/readyz", 503);
+    let (status, body) = send(early, &addr, "GET", "/readyz", "", "");
+    assert_eq!(status, 503, "the early connection is answered: {body}");
     assert!(
         replied.try_recv().is_err(),
         "the call ended before /readyz turned 503"

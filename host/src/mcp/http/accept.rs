@@ -2,9 +2,10 @@
 //! writes that must not wait for the client's delayed ACK), a cap on open
 //! connections below the descriptor limit, a deadline for each request head
 //! (which also closes idle keep-alive connections), and two ways to stop:
-//! gracefully (open connections finish their request and close; new ones
-//! get one request each, answered by the draining router, so probes hear
-//! that the server is stopping) and hard (the listener closes and every
+//! gracefully (open connections finish their request and close, one that
+//! has sent none yet gets its first; new ones get one request each,
+//! answered by the draining router, so probes hear that the server is
+//! stopping) and hard (the listener closes and every
 //! connection is dropped, whatever it is doing).
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -137,7 +138,11 @@ fn prepare(stream: &TcpStream) {
 /// Serves one connection until it closes, a graceful stop lets it finish,
 /// or a hard stop drops it.
 async fn serve(stream: TcpStream, router: axum::Router, header_timeout: Duration, stops: &Stops) {
-    let service = TowerToHyperService::new(router);
+    let asked = Arc::new(Notify::new());
+    let service = Asked {
+        inner: TowerToHyperService::new(router),
+        asked: asked.clone(),
+    };
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
@@ -145,12 +150,42 @@ async fn serve(stream: TcpStream, router: axum::Router, header_timeout: Duration
     let mut connection = std::pin::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => return,
-        () = stops.graceful.cancelled() => connection.as_mut().graceful_shutdown(),
+        () = stops.graceful.cancelled() => {}
+        () = stops.hard.cancelled() => return,
+    }
+    // Told to stop before it has read a byte, hyper would close the
+    // connection unanswered; one accepted just before the stop (a probe
+    // racing it) was opened for a request, so it gets one answer first.
+    // Its head must still come within the header timeout.
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        () = asked.notified() => connection.as_mut().graceful_shutdown(),
         () = stops.hard.cancelled() => return,
     }
     tokio::select! {
         _ = connection.as_mut() => {}
         () = stops.hard.cancelled() => {}
+    }
+}
+
+/// A connection's service that says when a request has come (a permit of
+/// `asked` stays once one has).
+struct Asked<S> {
+    inner: S,
+    asked: Arc<Notify>,
+}
+
+impl<S, R> hyper::service::Service<R> for Asked<S>
+where
+    S: hyper::service::Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, request: R) -> Self::Future {
+        self.asked.notify_one();
+        self.inner.call(request)
     }
 }
 
