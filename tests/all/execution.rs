@@ -455,35 +455,12 @@ async fn r21_instances_made_ahead_give_their_slots_to_calls() {
         plugin.warm_instances() == 1
     })
     .await;
-    let stop = CancellationToken::new();
-    let snapshot = b.snapshot();
-    let (calls, recorders): (Vec<_>, Vec<_>) = (0..4)
-        .map(|n| busy(&format!("spin{n}"), BudgetOverrides::default()))
-        .unzip();
-    let settled = futures::future::join_all(
-        calls
-            .into_iter()
-            .map(|call| snapshot.settle(call.with_cancel(stop.clone()))),
-    );
-    let all_running = async {
-        for (n, recorder) in recorders.iter().enumerate() {
-            recorder.started(&format!("spin{n}")).await;
-        }
-        stop.cancel();
-    };
-    let (settled, ()) = within("four spinning calls in the last four slots", async {
-        tokio::join!(settled, all_running)
-    })
+    let outcomes = within(
+        "four spinning calls in the last four slots",
+        spinning_calls(&b.snapshot(), "spin", 4),
+    )
     .await;
-    for s in &settled {
-        assert_eq!(
-            s.outcome,
-            Outcome::Interrupted {
-                reason: Interruption::Cancelled
-            },
-            "every call got a slot and ran until cancelled"
-        );
-    }
+    all_ran_until_cancelled(outcomes, "");
     assert_eq!(plugin.warm_instances(), 0, "/a's gave its slot back");
 }
 
@@ -522,16 +499,10 @@ async fn a_call_waits_for_the_slot_an_ended_call_is_still_freeing() {
     for round in 0..20 {
         let s = settle(&snapshot, "counter", json!({})).await;
         assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
-        let outcomes = within("five spinning calls", five_spinning(&snapshot, round)).await;
-        for outcome in outcomes {
-            assert_eq!(
-                outcome,
-                Outcome::Interrupted {
-                    reason: Interruption::Cancelled
-                },
-                "round {round}: every call got a slot and ran until cancelled"
-            );
-        }
+        let prefix = format!("r{round}c");
+        let calls = spinning_calls(&snapshot, &prefix, 5);
+        let outcomes = within("five spinning calls", calls).await;
+        all_ran_until_cancelled(outcomes, &format!("round {round}: "));
     }
     stop_spinners.cancel();
     for spinner in spinning {
@@ -539,11 +510,13 @@ async fn a_call_waits_for_the_slot_an_ended_call_is_still_freeing() {
     }
 }
 
-/// Five spinning calls, cancelled once all run or as soon as one ends.
-async fn five_spinning(snapshot: &Snapshot, round: usize) -> Vec<Outcome> {
+/// `count` spinning calls named `{prefix}{n}`, cancelled once all run or as
+/// soon as one ends (so a refused call fails the test instead of hanging
+/// it): their outcomes.
+async fn spinning_calls(snapshot: &Snapshot, prefix: &str, count: usize) -> Vec<Outcome> {
     let stop = CancellationToken::new();
-    let (calls, recorders): (Vec<_>, Vec<_>) = (0..5)
-        .map(|n| busy(&format!("r{round}c{n}"), BudgetOverrides::default()))
+    let (calls, recorders): (Vec<_>, Vec<_>) = (0..count)
+        .map(|n| busy(&format!("{prefix}{n}"), BudgetOverrides::default()))
         .unzip();
     let settled = futures::future::join_all(calls.into_iter().map(|call| async {
         let s = snapshot.settle(call.with_cancel(stop.clone())).await;
@@ -552,7 +525,7 @@ async fn five_spinning(snapshot: &Snapshot, round: usize) -> Vec<Outcome> {
     }));
     let all_running = async {
         for (n, recorder) in recorders.iter().enumerate() {
-            recorder.started(&format!("r{round}c{n}")).await;
+            recorder.started(&format!("{prefix}{n}")).await;
         }
     };
     let stop_when_all_run = async {
@@ -562,6 +535,19 @@ async fn five_spinning(snapshot: &Snapshot, round: usize) -> Vec<Outcome> {
         }
     };
     tokio::join!(settled, stop_when_all_run).0
+}
+
+/// Every call got a slot and ran until cancelled.
+fn all_ran_until_cancelled(outcomes: Vec<Outcome>, context: &str) {
+    for outcome in outcomes {
+        assert_eq!(
+            outcome,
+            Outcome::Interrupted {
+                reason: Interruption::Cancelled
+            },
+            "{context}every call got a slot and ran until cancelled"
+        );
+    }
 }
 
 #[tokio::test]

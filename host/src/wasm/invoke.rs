@@ -185,7 +185,7 @@ impl WasmTool {
         linked: &Linked,
         store: &mut Store<StoreState>,
     ) -> wasmtime::Result<ToolPlugin> {
-        while self.plugin.pool_full() && self.plugin.retiring.one_dropped().await {}
+        while self.plugin.pool_full(linked) && self.plugin.retiring.one_dropped().await {}
         linked.pre.instantiate_async(store).await
     }
 

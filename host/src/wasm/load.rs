@@ -90,20 +90,18 @@ impl PluginCode {
         new_store(&linked.engine, &self.grants, budget, role)
     }
 
-    /// Whether every instance slot of the pool its current code is
-    /// allocated from is taken; false if its instances are not pooled.
-    pub(crate) fn pool_full(&self) -> bool {
-        self.live_instances()
-            .is_some_and(|live| live >= u64::from(self.max_instances))
+    /// Whether every instance slot of the pool `linked` code is allocated
+    /// from is taken; false if its instances are not pooled.
+    pub(crate) fn pool_full(&self, linked: &Linked) -> bool {
+        live_instances(linked).is_some_and(|live| live >= u64::from(self.max_instances))
     }
+}
 
-    /// Instances live in the pool its current code is allocated from; none
-    /// if that code's instances are not pooled.
-    fn live_instances(&self) -> Option<u64> {
-        let current = self.current.borrow();
-        let pool = current.linked.engine.pooling_allocator_metrics()?;
-        Some(pool.component_instances())
-    }
+/// Instances live in the pool `linked` code is allocated from; none if its
+/// instances are not pooled.
+fn live_instances(linked: &Linked) -> Option<u64> {
+    let pool = linked.engine.pooling_allocator_metrics()?;
+    Some(pool.component_instances())
 }
 
 impl Upgrades for PluginCode {
@@ -140,7 +138,7 @@ impl MakesAhead for PluginCode {
     }
 
     fn room_ahead(&self) -> bool {
-        self.live_instances()
+        live_instances(&self.current.borrow().linked)
             .is_none_or(|live| warm::room_ahead(live, self.max_instances))
     }
 
