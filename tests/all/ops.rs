@@ -311,6 +311,31 @@ fn readyz_turns_503_at_sigterm_while_a_call_is_still_running() {
     );
 }
 
+/// A client that connects before a stop and never sends its request does
+/// not hold the stop: its head is waited for only until the hard stop, not
+/// for the header timeout, which is longer than this test waits.
+#[test]
+fn a_silent_connection_accepted_before_a_stop_does_not_hold_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut served = serve(dir.path(), &[TEXT_TOOLS], &["--header-timeout", "1h"], &[]);
+    let addr = served.addr.clone();
+    until_status(&addr, "/readyz", 200);
+    let mut silent = TcpStream::connect(&addr).unwrap();
+    silent.set_read_timeout(Some(PATIENCE)).unwrap();
+    assert_eq!(get(&addr, "/healthz").0, 200);
+    sigterm(&served.child);
+    let mut status = None;
+    let exited = wait_until(PATIENCE, || {
+        status = served.child.try_wait().unwrap();
+        status.is_some()
+    });
+    assert!(exited, "serve waited on a connection that sent nothing");
+    assert_eq!(status.unwrap().code(), Some(0));
+    let mut reply = Vec::new();
+    let _ = silent.read_to_end(&mut reply);
+    assert!(reply.is_empty(), "{}", String::from_utf8_lossy(&reply));
+}
+
 #[test]
 fn readyz_follows_the_store() {
     let postgres = Postgres::start();

@@ -5,8 +5,8 @@
 //! gracefully (open connections finish their request and close, one that
 //! has sent none yet gets its first; new ones get one request each,
 //! answered by the draining router, so probes hear that the server is
-//! stopping) and hard (the listener closes and every
-//! connection is dropped, whatever it is doing).
+//! stopping) and hard (the listener closes and every connection is
+//! dropped, whatever it is doing).
 
 use std::sync::Arc;
 use std::time::Duration;
