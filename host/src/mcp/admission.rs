@@ -4,13 +4,17 @@
 //! their outcomes, and a count of outcomes the event sink could not record.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use rmcp::model::ErrorData;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::mcp::metrics::Metrics;
 use crate::mcp::results::BUSY_ERROR_CODE;
@@ -44,7 +48,7 @@ pub(crate) struct Admission {
     /// Calls running or waiting, per session.
     per_session: Mutex<HashMap<Arc<str>, usize>>,
     waiting: Arc<AtomicUsize>,
-    /// Every call's settling task.
+    /// Every call's settling work, polled by its request or in a task.
     tasks: TaskTracker,
     lost: AtomicUsize,
     /// Cancelled when the server begins to stop: no new calls.
@@ -117,12 +121,17 @@ impl Admission {
         })
     }
 
-    /// Runs a call's settling task where a stop can wait for it.
-    pub(crate) fn spawn<F>(&self, task: F)
+    /// A call's settling work, counted where a stop can wait for it; the
+    /// request that waits for the call polls it (see [`Settling`]).
+    pub(crate) fn settling<F>(&self, work: F) -> Settling
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.tasks.spawn(task);
+        Settling {
+            work: Some(Box::pin(work)),
+            tasks: self.tasks.clone(),
+            _counted: self.tasks.token(),
+        }
     }
 
     /// Counts a settlement in the metrics, and as lost when the event sink
@@ -161,6 +170,46 @@ impl Admission {
                 "{left} tool calls did not end within {OUTCOME_FLUSH_LIMIT:?} of being cancelled; their outcomes are lost"
             );
             self.lost.fetch_add(left, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A call's settling work, polled in the task of the request that waits
+/// for it rather than in a task of its own: handing a call to another task
+/// and its result back took two more of tokio's hand-offs per call, after
+/// which tokio wakes an idle worker thread to share the work, a wake-up on
+/// the path of every reply. If the request is dropped before the work ends,
+/// the rest moves into a task of its own, so the call's outcome is recorded
+/// however its request ends.
+pub(crate) struct Settling {
+    work: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    tasks: TaskTracker,
+    /// Counts the work among the tracker's tasks while it is polled here.
+    _counted: TaskTrackerToken,
+}
+
+impl Future for Settling {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Ready(());
+        };
+        let polled = work.as_mut().poll(cx);
+        if polled.is_ready() {
+            self.work = None;
+        }
+        polled
+    }
+}
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        if let Some(work) = self.work.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            // Counted by the tracker from here on; the token drops after.
+            self.tasks.spawn(work);
         }
     }
 }
@@ -213,5 +262,57 @@ impl Drop for Admitted {
                 counts.remove(&self.session);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+
+    /// Polls `settling` once, as a request that is then dropped would.
+    async fn poll_once(settling: &mut Settling) -> Poll<()> {
+        std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *settling).poll(cx))).await
+    }
+
+    #[tokio::test]
+    async fn a_stop_counts_settling_work_while_its_request_polls_it() {
+        let admission = Admission::new();
+        let (go, gone) = tokio::sync::oneshot::channel::<()>();
+        let mut settling = admission.settling(async move {
+            let _ = gone.await;
+        });
+        assert!(poll_once(&mut settling).await.is_pending());
+        assert_eq!(admission.tasks.len(), 1);
+        go.send(()).expect("the work waits");
+        tokio::time::timeout(Duration::from_secs(10), &mut settling)
+            .await
+            .expect("the work ends once let go");
+        drop(settling);
+        assert_eq!(admission.tasks.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn settling_work_dropped_unfinished_finishes_in_a_task_of_its_own() {
+        let admission = Admission::new();
+        let finished = Arc::new(AtomicBool::new(false));
+        let (go, gone) = tokio::sync::oneshot::channel::<()>();
+        let mut settling = admission.settling({
+            let finished = finished.clone();
+            async move {
+                let _ = gone.await;
+                finished.store(true, Ordering::SeqCst);
+            }
+        });
+        assert!(poll_once(&mut settling).await.is_pending());
+        drop(settling);
+        assert_eq!(admission.tasks.len(), 1, "the work moved to a task");
+        go.send(()).expect("the moved work still waits");
+        admission.tasks.close();
+        tokio::time::timeout(Duration::from_secs(10), admission.tasks.wait())
+            .await
+            .expect("a stop sees the moved work end");
+        assert!(finished.load(Ordering::SeqCst));
     }
 }

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use crate::facade::location::Location;
-use crate::mcp::admission::Admitted;
+use crate::mcp::admission::{Admitted, Settling};
 use crate::mcp::ask::{AskMode, McpAsk, QUESTION_KEY, Step, elicit_params, reply_of};
 use crate::mcp::bindings::Credential;
 use crate::mcp::call::Started;
@@ -245,8 +245,8 @@ impl Handler {
         }
     }
 
-    /// Starts settling the call in a task of its own, which can outlive this
-    /// request while a 2026-07-28 client answers a question.
+    /// The call, ready to settle: what its request waits on, and the work
+    /// of settling it, which that request polls (see [`Settling`]).
     fn start(
         &self,
         request: CallToolRequestParams,
@@ -254,7 +254,7 @@ impl Handler {
         scope: &RequestScope,
         location: &Location,
         answers: Answers,
-    ) -> Result<Started, ErrorData> {
+    ) -> Result<(Started, Settling), ErrorData> {
         let admitted = self.shared.admission.admit(&scope.session)?;
         let arguments = request.arguments.unwrap_or_default();
         let binding = Binding::new(&scope.caller, &scope.outputs, &request.name, &arguments);
@@ -286,7 +286,7 @@ impl Handler {
         }
         let admission = self.shared.admission.clone();
         let task_cancel = cancel.clone();
-        admission.clone().spawn(async move {
+        let settling = admission.clone().settling(async move {
             let step = match admitted.slot(&task_cancel).await {
                 Some(slot) => {
                     let settlement = snapshot.settle(call).await;
@@ -298,7 +298,7 @@ impl Handler {
             };
             let _ = steps_tx.send(step).await;
         });
-        Ok(Started {
+        let started = Started {
             steps,
             cancel,
             wraps_output,
@@ -306,12 +306,26 @@ impl Handler {
             ask,
             binding,
             answers,
-        })
+        };
+        Ok((started, settling))
+    }
+
+    /// Settles the call while waiting for its reply.
+    async fn drive(
+        &self,
+        (started, settling): (Started, Settling),
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // Settling first: a call that ends within one poll has its reply
+        // read in the same poll, so its task does not wake itself and go
+        // back to tokio's queue (which wakes an idle worker to share it).
+        let ((), reply) = tokio::join!(biased; settling, self.reply(started, context));
+        reply
     }
 
     /// Waits for the call's next step: its outcome, or a question for a
     /// 2026-07-28 client. Cancelling this request cancels the call.
-    async fn drive(
+    async fn reply(
         &self,
         mut started: Started,
         context: &RequestContext<RoleServer>,
