@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 
 ECHO = {"name": "echo", "arguments": {"message": "hello"}}
 INITIALIZE = {
@@ -69,6 +70,8 @@ def over_http(server: subprocess.Popen, calls: int) -> None:
             break
     if not address:
         sys.exit("the server printed no http://HOST:PORT on stderr")
+    # Keep reading what it logs, so a full pipe never stalls the server.
+    threading.Thread(target=server.stderr.read, daemon=True).start()
     connection = http.client.HTTPConnection(
         address.group(1), int(address.group(2)), timeout=600
     )
