@@ -483,6 +483,16 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Malformed JSON: JSON-RPC's parse error, with HTTP 400.
+fn parse_error(e: serde_json::Error) -> Refused {
+    Box::new(rpc_error(
+        StatusCode::BAD_REQUEST,
+        Value::Null,
+        PARSE_ERROR,
+        &format!("Parse error: the request body is not JSON ({e})"),
+    ))
+}
+
 /// What the guard needs of a JSON-RPC message, read without building it.
 #[derive(Debug, Default)]
 struct Peek {
@@ -525,15 +535,7 @@ impl Peek {
     /// `initialize` is refused. Anything else well-formed goes on to the
     /// SDK, which answers what it cannot use.
     fn of(bytes: &[u8]) -> Result<Peek, Refused> {
-        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
-            return Err(Box::new(rpc_error(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                PARSE_ERROR,
-                &format!("Parse error: the request body is not JSON ({e})"),
-            )));
-        }
-        let Ok(message) = serde_json::from_slice::<Message>(bytes) else {
+        let Some(message) = Self::message(bytes)? else {
             return Ok(Peek::default());
         };
         let initializing = message.method.as_deref() == Some("initialize");
@@ -564,6 +566,25 @@ impl Peek {
             version: version.map(Cow::into_owned),
             tool: name.filter(|_| calling).map(Cow::into_owned),
         })
+    }
+
+    /// The body read once as a request object; none for well-formed JSON
+    /// of another shape.
+    fn message(bytes: &[u8]) -> Result<Option<Message<'_>>, Refused> {
+        // serde reads a struct from an array too, and calls an array longer
+        // than its fields a syntax error: only an object is read as one.
+        let object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        if object {
+            match serde_json::from_slice::<Message>(bytes) {
+                Ok(message) => return Ok(Some(message)),
+                Err(e) if !e.is_data() => return Err(parse_error(e)),
+                // A field of another shape stopped the parse there: what
+                // follows it may still be broken.
+                Err(_) => {}
+            }
+        }
+        serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(parse_error)?;
+        Ok(None)
     }
 
     /// Whether the request is of the stateless era, by its own metadata or
@@ -622,6 +643,31 @@ mod tests {
     fn malformed_json_is_a_parse_error_with_status_400() {
         let refused = Peek::of(b"{\"jsonrpc\": \"2.0\", ").unwrap_err();
         assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn json_of_another_shape_passes_and_broken_json_never_does() {
+        // Well-formed but not a request this guard reads: the SDK answers.
+        for body in [
+            &br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"method":5}"#,
+            br#"{"method":"ping","method":"ping"}"#,
+            br#"[{"method":"ping"},{"method":"ping"},{"method":"ping"},{"method":"ping"}]"#,
+            b" 42",
+        ] {
+            let peek = Peek::of(body).expect("well-formed JSON passes");
+            assert!(peek.initialize.is_none() && peek.tool.is_none());
+        }
+        // Broken after a field of the wrong shape, or after a whole value.
+        for body in [
+            &br#"{"jsonrpc":"2.0","id":1,"method":5,"params":{"#[..],
+            br#"[{"method":"ping"},"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping"} trailing"#,
+            br#"{"method":"ping","params":{"name":"echo"}"#,
+        ] {
+            let refused = Peek::of(body).expect_err("broken JSON is refused");
+            assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+        }
     }
 
     #[test]
