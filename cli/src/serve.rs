@@ -32,11 +32,10 @@ pub(crate) struct ServeArgs {
     /// Reload a plugin when its file changes.
     #[arg(long)]
     watch: bool,
-    /// Threads that handle requests and run tools' calls; compiles, the
-    /// store and instances made ahead have threads of their own. Default:
-    /// one per core. 1 gives a lone stdio client the lowest latency per
-    /// call (no hand-offs between threads), but its calls then share one
-    /// core, taking turns.
+    /// Threads that run tools' calls and handle HTTP requests; stdio's
+    /// protocol, compiles, the store and instances made ahead have threads
+    /// of their own. Default: one per core. Fewer trade calls in parallel
+    /// for fewer hand-offs between threads (over HTTP, lower latency).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_WORKERS))]
     pub(crate) workers: Option<u16>,
     /// Compile every plugin with the optimizing compiler before serving

@@ -12,6 +12,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use rmcp::model::ErrorData;
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -122,14 +124,17 @@ impl Admission {
     }
 
     /// A call's settling work, counted where a stop can wait for it; the
-    /// request that waits for the call polls it (see [`Settling`]).
-    pub(crate) fn settling<F>(&self, work: F) -> Settling
+    /// request that waits for the call polls it (see [`Settling`]). Work
+    /// that does not end in its first poll moves to `offload`'s runtime,
+    /// when given.
+    pub(crate) fn settling<F>(&self, work: F, offload: Option<Handle>) -> Settling
     where
         F: Future<Output = ()> + Send + 'static,
     {
         Settling {
-            work: Some(Box::pin(work)),
+            work: Work::Here(Box::pin(work)),
             tasks: self.tasks.clone(),
+            offload,
             _counted: self.tasks.token(),
         }
     }
@@ -181,35 +186,77 @@ impl Admission {
 /// the path of every reply. If the request is dropped before the work ends,
 /// the rest moves into a task of its own, so the call's outcome is recorded
 /// however its request ends.
+///
+/// Where the requests run on a front door's thread of their own (stdio),
+/// work still pending after its first poll (a tool that computes past a
+/// fuel yield, or waits) moves to the tool runtime's workers, so calls
+/// that take time run in parallel while a call that ends at once never
+/// leaves the front door's thread.
 pub(crate) struct Settling {
-    work: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    work: Work,
     tasks: TaskTracker,
+    /// The runtime that pending work moves to; none: it stays here.
+    offload: Option<Handle>,
     /// Counts the work among the tracker's tasks while it is polled here.
     _counted: TaskTrackerToken,
+}
+
+/// Where a call's settling work is.
+enum Work {
+    /// Polled by the request's own task.
+    Here(Pin<Box<dyn Future<Output = ()> + Send>>),
+    /// Moved to a task of its own on the offload runtime.
+    Moved(JoinHandle<()>),
+    Done,
+}
+
+impl Settling {
+    /// Moves pending work to a task on `offload`'s runtime.
+    fn offload(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let (Some(handle), Work::Here(_)) = (&self.offload, &self.work) else {
+            return Poll::Pending;
+        };
+        let Work::Here(work) = std::mem::replace(&mut self.work, Work::Done) else {
+            unreachable!("matched above");
+        };
+        let mut moved = self.tasks.spawn_on(work, handle);
+        // Polled once here so the task's end wakes this request.
+        let polled = Pin::new(&mut moved).poll(cx).map(|_| ());
+        self.work = Work::Moved(moved);
+        polled
+    }
 }
 
 impl Future for Settling {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(work) = self.work.as_mut() else {
-            return Poll::Ready(());
+        let polled = match &mut self.work {
+            Work::Here(work) => work.as_mut().poll(cx),
+            // A panic in the work ends it like a return: the request then
+            // hears the call ended without a step.
+            Work::Moved(moved) => Pin::new(moved).poll(cx).map(|_| ()),
+            Work::Done => return Poll::Ready(()),
         };
-        let polled = work.as_mut().poll(cx);
         if polled.is_ready() {
-            self.work = None;
+            self.work = Work::Done;
+            return Poll::Ready(());
         }
-        polled
+        self.offload(cx)
     }
 }
 
 impl Drop for Settling {
     fn drop(&mut self) {
-        if let Some(work) = self.work.take()
-            && tokio::runtime::Handle::try_current().is_ok()
-        {
-            // Counted by the tracker from here on; the token drops after.
-            self.tasks.spawn(work);
+        let Work::Here(work) = std::mem::replace(&mut self.work, Work::Done) else {
+            // A moved task goes on by itself, counted by the tracker.
+            return;
+        };
+        // Counted by the tracker from here on; the token drops after.
+        match &self.offload {
+            Some(handle) => drop(self.tasks.spawn_on(work, handle)),
+            None if Handle::try_current().is_ok() => drop(self.tasks.spawn(work)),
+            None => {}
         }
     }
 }
@@ -280,9 +327,12 @@ mod tests {
     async fn a_stop_counts_settling_work_while_its_request_polls_it() {
         let admission = Admission::new();
         let (go, gone) = tokio::sync::oneshot::channel::<()>();
-        let mut settling = admission.settling(async move {
-            let _ = gone.await;
-        });
+        let mut settling = admission.settling(
+            async move {
+                let _ = gone.await;
+            },
+            None,
+        );
         assert!(poll_once(&mut settling).await.is_pending());
         assert_eq!(admission.tasks.len(), 1);
         go.send(()).expect("the work waits");
@@ -298,13 +348,16 @@ mod tests {
         let admission = Admission::new();
         let finished = Arc::new(AtomicBool::new(false));
         let (go, gone) = tokio::sync::oneshot::channel::<()>();
-        let mut settling = admission.settling({
-            let finished = finished.clone();
-            async move {
-                let _ = gone.await;
-                finished.store(true, Ordering::SeqCst);
-            }
-        });
+        let mut settling = admission.settling(
+            {
+                let finished = finished.clone();
+                async move {
+                    let _ = gone.await;
+                    finished.store(true, Ordering::SeqCst);
+                }
+            },
+            None,
+        );
         assert!(poll_once(&mut settling).await.is_pending());
         drop(settling);
         assert_eq!(admission.tasks.len(), 1, "the work moved to a task");
@@ -314,5 +367,60 @@ mod tests {
             .await
             .expect("a stop sees the moved work end");
         assert!(finished.load(Ordering::SeqCst));
+    }
+
+    /// Work that reports the name of the thread its last step ran on;
+    /// with `first_step_waits`, it is pending after its first poll.
+    fn where_it_ran(
+        first_step_waits: bool,
+    ) -> (
+        impl Future<Output = ()> + Send,
+        tokio::sync::oneshot::Receiver<String>,
+    ) {
+        let (ran, on) = tokio::sync::oneshot::channel();
+        let work = async move {
+            if first_step_waits {
+                tokio::task::yield_now().await;
+            }
+            let thread = std::thread::current().name().unwrap_or_default().to_owned();
+            let _ = ran.send(thread);
+        };
+        (work, on)
+    }
+
+    #[tokio::test]
+    async fn settling_work_pending_after_its_first_poll_moves_to_the_offload_runtime() {
+        let offload = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("offload")
+            .build()
+            .expect("a runtime");
+        let admission = Admission::new();
+        let here = std::thread::current().name().unwrap_or_default().to_owned();
+        let (at_once, ran) = where_it_ran(false);
+        let settling = admission.settling(at_once, Some(offload.handle().clone()));
+        tokio::time::timeout(Duration::from_secs(10), settling)
+            .await
+            .expect("work that ends at once ends");
+        assert_eq!(ran.await.expect("it ran"), here, "it never left");
+
+        let (waits, ran) = where_it_ran(true);
+        let settling = admission.settling(waits, Some(offload.handle().clone()));
+        tokio::time::timeout(Duration::from_secs(10), settling)
+            .await
+            .expect("moved work wakes its request when it ends");
+        assert_eq!(ran.await.expect("it ran"), "offload");
+
+        let (waits, ran) = where_it_ran(true);
+        let mut settling = admission.settling(waits, Some(offload.handle().clone()));
+        assert!(poll_once(&mut settling).await.is_pending());
+        drop(settling);
+        let ran = tokio::time::timeout(Duration::from_secs(10), ran).await;
+        assert_eq!(ran.expect("in time").expect("it ran"), "offload");
+        admission.tasks.close();
+        tokio::time::timeout(Duration::from_secs(10), admission.tasks.wait())
+            .await
+            .expect("a stop sees the moved work end");
+        offload.shutdown_background();
     }
 }

@@ -16,6 +16,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use serde_json::Value;
+use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
@@ -63,6 +64,9 @@ pub(crate) struct Handler {
     pub(crate) connection: String,
     /// What this handler leaves in the shared state, forgotten with it.
     pub(crate) mark: Arc<HandlerMark>,
+    /// Where calls still running after their first poll move, when this
+    /// handler's requests run on a front door's thread of their own.
+    offload: Option<Handle>,
 }
 
 /// Who a request belongs to: the session of its calls, and the scope of the
@@ -145,7 +149,14 @@ impl Handler {
             mark: shared.mark(),
             shared,
             connection,
+            offload: None,
         }
+    }
+
+    /// Moves calls still running after their first poll to `runtime`.
+    pub(crate) fn offloading_to(mut self, runtime: Handle) -> Handler {
+        self.offload = Some(runtime);
+        self
     }
 
     /// The client's name from its implementation info: the request's own
@@ -286,7 +297,7 @@ impl Handler {
         }
         let admission = self.shared.admission.clone();
         let task_cancel = cancel.clone();
-        let settling = admission.clone().settling(async move {
+        let work = async move {
             let step = match admitted.slot(&task_cancel).await {
                 Some(slot) => {
                     let settlement = snapshot.settle(call).await;
@@ -297,7 +308,8 @@ impl Handler {
                 None => Step::Refused,
             };
             let _ = steps_tx.send(step).await;
-        });
+        };
+        let settling = self.shared.admission.settling(work, self.offload.clone());
         let started = Started {
             steps,
             cancel,

@@ -15,6 +15,7 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -36,17 +37,43 @@ impl McpServer {
     /// `stop` fires; then lets calls in flight finish within `grace`,
     /// cancels the rest and returns once each has its outcome (and, on a
     /// stop, its reply). Nothing but protocol goes to stdout.
+    ///
+    /// The protocol runs on a thread of its own (the front door), where a
+    /// call that ends in its first poll (up to one fuel yield of a tool's
+    /// code, then its outcome recorded) settles without a hand-off between
+    /// threads; a call still running after it moves to the workers of the
+    /// runtime this is called on, so calls that take time run in parallel.
     pub async fn serve_stdio(
         &self,
         stop: CancellationToken,
         grace: Duration,
+    ) -> Result<(), ServeError> {
+        let front = FrontDoor::start()?;
+        let tools = Handle::current();
+        let server = self.clone();
+        let served = front
+            .handle
+            .spawn(async move { server.serve_stdio_here(stop, grace, tools).await });
+        served
+            .await
+            .map_err(|e| ServeError::Transport(format!("the stdio front door failed: {e}")))?
+    }
+
+    /// [`McpServer::serve_stdio`] on the front door's thread; calls still
+    /// running after their first poll move to `tools`.
+    async fn serve_stdio_here(
+        &self,
+        stop: CancellationToken,
+        grace: Duration,
+        tools: Handle,
     ) -> Result<(), ServeError> {
         use rmcp::ServiceExt as _;
 
         let handler = Handler::new(
             self.shared.clone(),
             format!("stdio-{}", uuid::Uuid::new_v4().simple()),
-        );
+        )
+        .offloading_to(tools);
         let service = handler
             .serve(BoundedStdio::new())
             .await
@@ -69,6 +96,41 @@ impl McpServer {
         self.shut_down(Duration::ZERO).await;
         ended.map_err(|e| ServeError::Transport(e.to_string()))?;
         Ok(())
+    }
+}
+
+/// The stdio front door's runtime: one worker thread, so the tasks rmcp
+/// spawns for each request and reply never wake another; a worker of a
+/// multi-threaded runtime, so a store commit may run on it in place.
+/// Shut down without waiting when dropped, even inside async code.
+struct FrontDoor {
+    handle: Handle,
+    /// Taken when dropped.
+    runtime: Option<Runtime>,
+}
+
+impl FrontDoor {
+    fn start() -> Result<FrontDoor, ServeError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("toolhost-stdio")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                ServeError::Transport(format!("cannot start the stdio front door's thread: {e}"))
+            })?;
+        Ok(FrontDoor {
+            handle: runtime.handle().clone(),
+            runtime: Some(runtime),
+        })
+    }
+}
+
+impl Drop for FrontDoor {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
