@@ -370,9 +370,11 @@ mod tests {
     }
 
     /// Work that reports the name of the thread its last step ran on;
-    /// with `first_step_waits`, it is pending after its first poll.
+    /// with `first_step_waits`, it is pending after its first poll; with
+    /// `gate`, it waits for it before that step.
     fn where_it_ran(
         first_step_waits: bool,
+        gate: Option<tokio::sync::oneshot::Receiver<()>>,
     ) -> (
         impl Future<Output = ()> + Send,
         tokio::sync::oneshot::Receiver<String>,
@@ -381,6 +383,9 @@ mod tests {
         let work = async move {
             if first_step_waits {
                 tokio::task::yield_now().await;
+            }
+            if let Some(gate) = gate {
+                let _ = gate.await;
             }
             let thread = std::thread::current().name().unwrap_or_default().to_owned();
             let _ = ran.send(thread);
@@ -397,24 +402,27 @@ mod tests {
             .expect("a runtime");
         let admission = Admission::new();
         let here = std::thread::current().name().unwrap_or_default().to_owned();
-        let (at_once, ran) = where_it_ran(false);
+        let (at_once, ran) = where_it_ran(false, None);
         let settling = admission.settling(at_once, Some(offload.handle().clone()));
         tokio::time::timeout(Duration::from_secs(10), settling)
             .await
             .expect("work that ends at once ends");
         assert_eq!(ran.await.expect("it ran"), here, "it never left");
 
-        let (waits, ran) = where_it_ran(true);
+        let (waits, ran) = where_it_ran(true, None);
         let settling = admission.settling(waits, Some(offload.handle().clone()));
         tokio::time::timeout(Duration::from_secs(10), settling)
             .await
             .expect("moved work wakes its request when it ends");
         assert_eq!(ran.await.expect("it ran"), "offload");
 
-        let (waits, ran) = where_it_ran(true);
+        // Held at its gate, so it is still running when its request goes.
+        let (go, gate) = tokio::sync::oneshot::channel();
+        let (waits, ran) = where_it_ran(false, Some(gate));
         let mut settling = admission.settling(waits, Some(offload.handle().clone()));
         assert!(poll_once(&mut settling).await.is_pending());
         drop(settling);
+        go.send(()).expect("the moved work waits at its gate");
         let ran = tokio::time::timeout(Duration::from_secs(10), ran).await;
         assert_eq!(ran.expect("in time").expect("it ran"), "offload");
         admission.tasks.close();
