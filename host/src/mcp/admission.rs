@@ -213,11 +213,15 @@ enum Work {
 impl Settling {
     /// Moves pending work to a task on `offload`'s runtime.
     fn offload(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let (Some(handle), Work::Here(_)) = (&self.offload, &self.work) else {
+        let Some(handle) = &self.offload else {
             return Poll::Pending;
         };
-        let Work::Here(work) = std::mem::replace(&mut self.work, Work::Done) else {
-            unreachable!("matched above");
+        let work = match std::mem::replace(&mut self.work, Work::Done) {
+            Work::Here(work) => work,
+            moved_or_done => {
+                self.work = moved_or_done;
+                return Poll::Pending;
+            }
         };
         let mut moved = self.tasks.spawn_on(work, handle);
         // Polled once here so the task's end wakes this request.

@@ -52,7 +52,7 @@ impl McpServer {
         let tools = Handle::current();
         let server = self.clone();
         let served = front
-            .handle
+            .handle()
             .spawn(async move { server.serve_stdio_here(stop, grace, tools).await });
         served
             .await
@@ -104,8 +104,7 @@ impl McpServer {
 /// multi-threaded runtime, so a store commit may run on it in place.
 /// Shut down without waiting when dropped, even inside async code.
 struct FrontDoor {
-    handle: Handle,
-    /// Taken when dropped.
+    /// Taken only when dropped.
     runtime: Option<Runtime>,
 }
 
@@ -120,9 +119,15 @@ impl FrontDoor {
                 ServeError::Transport(format!("cannot start the stdio front door's thread: {e}"))
             })?;
         Ok(FrontDoor {
-            handle: runtime.handle().clone(),
             runtime: Some(runtime),
         })
+    }
+
+    fn handle(&self) -> &Handle {
+        self.runtime
+            .as_ref()
+            .map(Runtime::handle)
+            .expect("the runtime is taken only when dropped")
     }
 }
 
