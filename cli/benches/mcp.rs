@@ -8,8 +8,8 @@
 //! binary, re-run as `--floor-stdio` or `--floor-http`), driven by the same
 //! client, and the ratio of Toolhost to it: stdio latency (p50 and mean),
 //! HTTP calls per second, and the server's CPU time per call (from
-//! `/proc`); over HTTP the two servers take turns for a few rounds and the
-//! median ratio is reported. `TOOLHOST_BIN=path` measures another build of `toolhost`.
+//! `/proc`). The servers compared take turns for a few rounds, all
+//! started at once, and each ratio is the median of the rounds'. `TOOLHOST_BIN=path` measures another build of `toolhost`.
 //! `cargo bench -p toolhost-cli --bench mcp`; `-- --callgrind`: only the
 //! instructions each stdio server executes per call, counted by callgrind
 //! (valgrind), which load on the machine does not move.
@@ -154,6 +154,7 @@ fn floor_command(flag: &str) -> Command {
 }
 
 /// What a series of sequential calls over stdio measured.
+#[derive(Clone, Copy)]
 struct Series {
     mean: Duration,
     p50: Duration,
@@ -190,31 +191,89 @@ fn cpu_time(pid: u32) -> Duration {
 /// Warms up, then measures [`CALLS`] sequential calls of the stdio server
 /// `command` runs.
 async fn stdio_series(command: tokio::process::Command) -> Series {
-    let process = TokioChildProcess::new(command).unwrap();
-    let pid = process.id().unwrap();
-    let client = ().serve(process).await.unwrap();
-    sequential(&client, CALLS).await;
-    let cpu = cpu_time(pid);
-    let mut times = sequential(&client, CALLS).await;
-    let cpu = (cpu_time(pid) - cpu) / CALLS;
-    client.cancel().await.unwrap();
-    times.sort();
+    let server = StdioServer::start(command).await;
+    let series = server.series().await;
+    server.stop().await;
+    series
+}
+
+/// A server over stdio under measurement: connected, warmed up.
+struct StdioServer {
+    client: RunningService<RoleClient, ()>,
+    pid: u32,
+}
+
+impl StdioServer {
+    async fn start(command: tokio::process::Command) -> StdioServer {
+        let process = TokioChildProcess::new(command).unwrap();
+        let pid = process.id().unwrap();
+        let client = ().serve(process).await.unwrap();
+        sequential(&client, CALLS).await;
+        StdioServer { client, pid }
+    }
+
+    /// One series of [`CALLS`] calls.
+    async fn series(&self) -> Series {
+        let cpu = cpu_time(self.pid);
+        let mut times = sequential(&self.client, CALLS).await;
+        let cpu = (cpu_time(self.pid) - cpu) / CALLS;
+        times.sort();
+        Series {
+            mean: times.iter().sum::<Duration>() / CALLS,
+            p50: times[times.len() / 2],
+            cpu,
+        }
+    }
+
+    async fn stop(self) {
+        self.client.cancel().await.unwrap();
+    }
+}
+
+/// Each of `commands`' servers over stdio, all started, then measured in
+/// turns for [`ROUNDS`] rounds (which goes first rotating), so drift falls
+/// on all alike: per server, a series per round.
+async fn stdio_in_turns(commands: Vec<tokio::process::Command>) -> Vec<Vec<Series>> {
+    let mut servers = Vec::new();
+    for command in commands {
+        servers.push(StdioServer::start(command).await);
+    }
+    let mut rounds = vec![Vec::new(); servers.len()];
+    for round in 0..ROUNDS {
+        for turn in 0..servers.len() {
+            let which = (round + turn) % servers.len();
+            rounds[which].push(servers[which].series().await);
+        }
+    }
+    for server in servers {
+        server.stop().await;
+    }
+    rounds
+}
+
+/// A server's rounds summed up: the median of each measurement.
+fn typical(rounds: &[Series]) -> Series {
+    let middle = |pick: fn(&Series) -> Duration| {
+        let mut values: Vec<Duration> = rounds.iter().map(pick).collect();
+        values.sort();
+        values[values.len() / 2]
+    };
     Series {
-        mean: times.iter().sum::<Duration>() / CALLS,
-        p50: times[times.len() / 2],
-        cpu,
+        mean: middle(|s| s.mean),
+        p50: middle(|s| s.p50),
+        cpu: middle(|s| s.cpu),
     }
 }
 
 /// The floor over stdio; `workers` sets its runtime's threads (tokio reads
 /// `TOKIO_WORKER_THREADS`), else one per CPU.
-async fn floor_over_stdio(workers: Option<u16>) -> Series {
+fn floor_over_stdio(workers: Option<u16>) -> tokio::process::Command {
     let mut command = tokio::process::Command::from(floor_command("--floor-stdio"));
     command.stderr(Stdio::null());
     if let Some(workers) = workers {
         command.env("TOKIO_WORKER_THREADS", workers.to_string());
     }
-    stdio_series(command).await
+    command
 }
 
 /// Each call's round trip.
@@ -231,11 +290,11 @@ async fn sequential(client: &RunningService<RoleClient, ()>, n: u32) -> Vec<Dura
 
 /// `toolhost serve` over stdio; `workers` is its --workers, else the
 /// default (one per CPU).
-async fn over_stdio(
+fn over_stdio(
     cache: &std::path::Path,
     state: &std::path::Path,
     workers: Option<u16>,
-) -> Series {
+) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(toolhost());
     command
         .args(["serve", TEXT_TOOLS, "--cache-dir"])
@@ -246,7 +305,7 @@ async fn over_stdio(
     if let Some(workers) = workers {
         command.args(["--workers", &workers.to_string()]);
     }
-    stdio_series(command).await
+    command
 }
 
 /// `echo` of `toolhost serve` over stdio, settled through a host that
@@ -366,17 +425,17 @@ async fn drive_http() {
     }
 }
 
-/// Rounds of the HTTP comparison with the floor. This machine's speed
-/// drifts by up to 2× within minutes, so one measurement of each server,
-/// one after the other, can put the drift into the ratio.
-const HTTP_ROUNDS: usize = 3;
+/// Rounds of each comparison with the floor. This machine's speed drifts
+/// by up to 2× within minutes, so one measurement of each server, one
+/// after the other, can put the drift into the ratio.
+const ROUNDS: usize = 3;
 
 /// An HTTP server under measurement: its URL and process id.
 type Served<'a> = (&'a str, u32);
 
 /// Toolhost's HTTP calls/s and server CPU per call against the floor's,
 /// at 1 and 16 clients: both warmed up, then measured in turns for
-/// [`HTTP_ROUNDS`] rounds (which goes first alternating), so drift falls
+/// [`ROUNDS`] rounds (which goes first alternating), so drift falls
 /// on both alike. Prints each round and the median of the rounds' ratios.
 async fn compare_http(toolhost: Served<'_>, floor: Served<'_>) {
     for (url, pid) in [toolhost, floor] {
@@ -384,7 +443,7 @@ async fn compare_http(toolhost: Served<'_>, floor: Served<'_>) {
     }
     for clients in [1, 16] {
         let (mut rates, mut cpus) = (Vec::new(), Vec::new());
-        for round in 0..HTTP_ROUNDS {
+        for round in 0..ROUNDS {
             let ((rate, cpu), (floor_rate, floor_cpu)) = if round % 2 == 0 {
                 let ours = over_http(toolhost.0, toolhost.1, clients).await;
                 (ours, over_http(floor.0, floor.1, clients).await)
@@ -401,7 +460,7 @@ async fn compare_http(toolhost: Served<'_>, floor: Served<'_>) {
             cpus.push(cpu.as_secs_f64() / floor_cpu.as_secs_f64());
         }
         println!(
-            "  Toolhost / floor, median of {HTTP_ROUNDS} rounds: calls/s {:.2}x (goal >= 0.8x), server CPU/call {:.2}x (goal <= 1.5x)",
+            "  Toolhost / floor, median of {ROUNDS} rounds: calls/s {:.2}x (goal >= 0.8x), server CPU/call {:.2}x (goal <= 1.5x)",
             median(&mut rates),
             median(&mut cpus)
         );
@@ -554,26 +613,37 @@ fn main() {
             "settled echo, direct (library)           mean {}",
             micros(direct)
         );
-        let stdio = over_stdio(cache.path(), state, None).await;
-        stdio.show("settled echo, MCP over stdio (rmcp client)");
-        let synced = over_stdio(cache.path(), on_disk, None).await;
-        synced.show("the same, store on disk");
-        let floor = floor_over_stdio(None).await;
-        floor.show("native echo, rmcp over stdio (floor)");
+        // Two servers on one store would contend for it.
+        let single_state = state.join("one-worker");
+        std::fs::create_dir_all(&single_state).unwrap();
+        let turns = stdio_in_turns(vec![
+            over_stdio(cache.path(), state, None),
+            floor_over_stdio(None),
+            // One worker each: no hand-offs between threads on either side.
+            over_stdio(cache.path(), &single_state, Some(1)),
+            floor_over_stdio(Some(1)),
+        ])
+        .await;
+        let [stdio, floor, single, single_floor] = <[_; 4]>::try_from(turns).ok().unwrap();
+        typical(&stdio).show("settled echo, MCP over stdio (rmcp client)");
+        stdio_series(over_stdio(cache.path(), on_disk, None))
+            .await
+            .show("the same, store on disk");
+        typical(&floor).show("native echo, rmcp over stdio (floor)");
         let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-        let ratios = |what: &str, toolhost: &Series, floor: &Series| {
+        let ratios = |what: &str, toolhost: &[Series], floor: &[Series]| {
+            let pairs = || toolhost.iter().zip(floor);
+            let mut p50: Vec<f64> = pairs().map(|(t, f)| ratio(t.p50, f.p50)).collect();
+            let mut cpu: Vec<f64> = pairs().map(|(t, f)| ratio(t.cpu, f.cpu)).collect();
             println!(
-                "  {what}: p50 {:.2}x (goal <= 1.2x), server CPU/call {:.2}x (goal <= 1.5x)",
-                ratio(toolhost.p50, floor.p50),
-                ratio(toolhost.cpu, floor.cpu)
+                "  {what}, median of {ROUNDS} rounds: p50 {:.2}x (goal <= 1.2x), server CPU/call {:.2}x (goal <= 1.5x)",
+                median(&mut p50),
+                median(&mut cpu)
             )
         };
         ratios("Toolhost stdio / floor", &stdio, &floor);
-        // One worker each: no hand-offs between threads on either side.
-        let single = over_stdio(cache.path(), state, Some(1)).await;
-        single.show("the same, serve --workers 1");
-        let single_floor = floor_over_stdio(Some(1)).await;
-        single_floor.show("the floor, one worker thread");
+        typical(&single).show("the same, serve --workers 1");
+        typical(&single_floor).show("the floor, one worker thread");
         ratios("--workers 1 / floor", &single, &floor);
         ratios("--workers 1 / floor on one worker", &single, &single_floor);
         let bridge = bridged(cache.path(), state).await;
@@ -583,7 +653,7 @@ fn main() {
         );
         println!(
             "  ratio bridged / MCP client directly:   {:.2}x",
-            ratio(bridge, stdio.mean)
+            ratio(bridge, typical(&stdio).mean)
         );
         let (mut server, url) = http_server(cache.path(), state);
         let (mut floor, floor_url) = served(floor_command("--floor-http"));
