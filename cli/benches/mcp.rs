@@ -9,7 +9,8 @@
 //! client, and the ratio of Toolhost to it: stdio latency (p50 and mean),
 //! HTTP calls per second, and the server's CPU time per call (from
 //! `/proc`). The servers compared take turns for a few rounds, all
-//! started at once, and each ratio is the median of the rounds'. `TOOLHOST_BIN=path` measures another build of `toolhost`.
+//! started at once, and each ratio is the median of the rounds'.
+//! `TOOLHOST_BIN=path` measures another build of `toolhost`.
 //! `cargo bench -p toolhost-cli --bench mcp`; `-- --callgrind`: only the
 //! instructions each stdio server executes per call, counted by callgrind
 //! (valgrind), which load on the machine does not move.
@@ -154,7 +155,7 @@ fn floor_command(flag: &str) -> Command {
 }
 
 /// What a series of sequential calls over stdio measured.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Series {
     mean: Duration,
     p50: Duration,
@@ -457,7 +458,7 @@ async fn compare_http(toolhost: Served<'_>, floor: Served<'_>) {
                 micros(floor_cpu)
             );
             rates.push(rate / floor_rate);
-            cpus.push(cpu.as_secs_f64() / floor_cpu.as_secs_f64());
+            cpus.push(ratio(cpu, floor_cpu));
         }
         println!(
             "  Toolhost / floor, median of {ROUNDS} rounds: calls/s {:.2}x (goal >= 0.8x), server CPU/call {:.2}x (goal <= 1.5x)",
@@ -465,6 +466,11 @@ async fn compare_http(toolhost: Served<'_>, floor: Served<'_>) {
             median(&mut cpus)
         );
     }
+}
+
+/// `a` over `b`: how many times `b` fits in `a`.
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
 }
 
 /// The middle value of `values` (the upper one of an even count).
@@ -630,7 +636,6 @@ fn main() {
             .await
             .show("the same, store on disk");
         typical(&floor).show("native echo, rmcp over stdio (floor)");
-        let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
         let ratios = |what: &str, toolhost: &[Series], floor: &[Series]| {
             let pairs = || toolhost.iter().zip(floor);
             let mut p50: Vec<f64> = pairs().map(|(t, f)| ratio(t.p50, f.p50)).collect();
