@@ -26,6 +26,8 @@ import threading
 CALLS_PER_ROUND = 2_000
 # How long a drive may take before the measurement is abandoned.
 DRIVE_TIMEOUT_S = 600
+# How long a server may take to stop when asked, before it is killed.
+STOP_TIMEOUT_S = 30
 # Lines of the server's stderr read while looking for its address.
 MAX_STARTUP_LINES = 100
 
@@ -80,6 +82,15 @@ def drive(bench: str, url: str, pid: int, clients: str) -> int:
     return CALLS_PER_ROUND * sum("calls/s" in line for line in out.splitlines())
 
 
+def stop(server: subprocess.Popen) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 def measure(bench: str, clients: str, command: list) -> None:
     server = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -89,8 +100,7 @@ def measure(bench: str, clients: str, command: list) -> None:
         calls = drive(bench, url, server.pid, clients)
         after_times, after = process_times(server.pid), switches(server.pid)
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        stop(server)
     tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
     user, kernel, faults = (b - a for a, b in zip(times, after_times))
     print(f"{calls} calls, {clients} client(s), per call:")
