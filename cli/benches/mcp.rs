@@ -631,7 +631,8 @@ fn main() {
         ])
         .await;
         let [stdio, floor, single, single_floor] = <[_; 4]>::try_from(turns).ok().unwrap();
-        typical(&stdio).show("settled echo, MCP over stdio (rmcp client)");
+        let stdio_typical = typical(&stdio);
+        stdio_typical.show("settled echo, MCP over stdio (rmcp client)");
         stdio_series(over_stdio(cache.path(), on_disk, None))
             .await
             .show("the same, store on disk");
@@ -658,7 +659,7 @@ fn main() {
         );
         println!(
             "  ratio bridged / MCP client directly:   {:.2}x",
-            ratio(bridge, typical(&stdio).mean)
+            ratio(bridge, stdio_typical.mean)
         );
         let (mut server, url) = http_server(cache.path(), state);
         let (mut floor, floor_url) = served(floor_command("--floor-http"));
