@@ -22,7 +22,9 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
+import urllib.parse
+
+from served import http_address
 
 ECHO = {"name": "echo", "arguments": {"message": "hello"}}
 INITIALIZE = {
@@ -60,21 +62,8 @@ def over_stdio(server: subprocess.Popen, calls: int) -> None:
 
 
 def over_http(server: subprocess.Popen, calls: int) -> None:
-    address = None
-    for _ in range(100):
-        line = server.stderr.readline().decode(errors="replace")
-        if not line:
-            break
-        address = re.search(r"http://([\d.]+):(\d+)", line)
-        if address:
-            break
-    if not address:
-        sys.exit("the server printed no http://HOST:PORT on stderr")
-    # Keep reading what it logs, so a full pipe never stalls the server.
-    threading.Thread(target=server.stderr.read, daemon=True).start()
-    connection = http.client.HTTPConnection(
-        address.group(1), int(address.group(2)), timeout=600
-    )
+    address = urllib.parse.urlsplit(http_address(server))
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=600)
     session = None
 
     def post(message: dict) -> None:

@@ -17,10 +17,10 @@ Example (release build, store on tmpfs):
 """
 
 import os
-import re
 import subprocess
 import sys
-import threading
+
+from served import http_address
 
 # Calls in one round of `--drive-http` (the bench's `CALLS`).
 CALLS_PER_ROUND = 2_000
@@ -28,21 +28,6 @@ CALLS_PER_ROUND = 2_000
 DRIVE_TIMEOUT_S = 600
 # How long a server may take to stop when asked, before it is killed.
 STOP_TIMEOUT_S = 30
-# Lines of the server's stderr read while looking for its address.
-MAX_STARTUP_LINES = 100
-
-
-def address(server: subprocess.Popen) -> str:
-    for _ in range(MAX_STARTUP_LINES):
-        line = server.stderr.readline().decode(errors="replace")
-        if not line:
-            break
-        found = re.search(r"http://[\d.]+:\d+\S*", line)
-        if found:
-            # Keep reading what it logs, so a full pipe never stalls it.
-            threading.Thread(target=server.stderr.read, daemon=True).start()
-            return found.group(0)
-    sys.exit("the server printed no http://HOST:PORT on stderr")
 
 
 def process_times(pid: int) -> tuple:
@@ -94,7 +79,7 @@ def stop(server: subprocess.Popen) -> None:
 def measure(bench: str, clients: str, command: list) -> None:
     server = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        url = address(server)
+        url = http_address(server)
         drive(bench, url, server.pid, clients)
         times, before = process_times(server.pid), switches(server.pid)
         calls = drive(bench, url, server.pid, clients)
