@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
-use toolhost::outcome::{Culprit, FaultKind, HostFault};
-use toolhost::store::{Claim, OutcomeFilter, SqlStore, Store, StoreError};
+use toolhost::outcome::{Culprit, ErrorKind, FaultKind, HostFault};
+use toolhost::store::{Claim, InputDigest, OutcomeFilter, SqlStore, Store, StoreError};
 use toolhost::{
     Call, CallContext, ContentPart, Host, Location, Outcome, Settlement, Tool, ToolResponse,
 };
@@ -162,10 +162,24 @@ async fn r38_duplicate_ids_in_flight_run_once_and_replay_the_outcome() {
         let (location, _o) = counting(&other, &runs, &gate);
         let again = location
             .snapshot()
-            .settle(Call::new("counted", r#"{"n":2}"#, ids("dup")))
+            .settle(Call::new("counted", r#"{"n":1}"#, ids("dup")))
             .await;
         assert!(again.replayed);
         assert_eq!(text(&again), r#"run 1 of {"n":1}"#);
+        // The same ids with other arguments name another call: refused,
+        // neither replayed nor run.
+        let reused = location
+            .snapshot()
+            .settle(Call::new("counted", r#"{"n":2}"#, ids("dup")))
+            .await;
+        assert!(!reused.replayed);
+        match &reused.outcome {
+            Outcome::Error { kind, message, .. } => {
+                assert_eq!(*kind, ErrorKind::IdsReused, "{message}");
+                assert!(message.contains("ids of its own"), "{message}");
+            }
+            other => panic!("ids reused for other arguments: {other:?}"),
+        }
         assert_eq!(runs.load(Ordering::SeqCst), 1, "nothing ran again");
     }
 }
@@ -189,9 +203,10 @@ async fn r38_an_unclaimed_outcome_is_one_row_that_every_replica_replays() {
         assert!(store.runs_unclaimed(), "the store answered");
         let mut unclaimed = seed.clone();
         unclaimed.context = ids("unclaimed");
-        store.record_unclaimed(&unclaimed).await.unwrap();
+        let input = InputDigest::of("{}");
+        store.record_unclaimed(&unclaimed, &input).await.unwrap();
         for taken in [&unclaimed, &seed] {
-            let again = store.record_unclaimed(taken).await;
+            let again = store.record_unclaimed(taken, &input).await;
             assert!(
                 matches!(again, Err(StoreError::IdsTaken { .. })),
                 "ids in the store are never written again: {again:?}"
@@ -200,7 +215,7 @@ async fn r38_an_unclaimed_outcome_is_one_row_that_every_replica_replays() {
         let replica = backend.open().await;
         let lease = std::time::Duration::from_secs(60);
         let Claim::Replay(replayed) = replica
-            .claim(&ids("unclaimed"), "counted", lease)
+            .claim(&ids("unclaimed"), "counted", &input, lease)
             .await
             .unwrap()
         else {
@@ -391,7 +406,7 @@ async fn r38_migrations_apply_to_an_empty_database_and_rerun_idempotently() {
     let applied = pg
         .psql("SELECT version, success FROM _sqlx_migrations ORDER BY version")
         .unwrap();
-    assert_eq!(applied.trim(), "1|t\n2|t\n3|t");
+    assert_eq!(applied.trim(), "1|t\n2|t\n3|t\n5|t");
     let tables = pg
         .psql("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'")
         .unwrap();
@@ -480,17 +495,19 @@ fn r38_serve_on_postgres_records_once_replays_by_message_id_and_retains() {
                 "_meta": {"io.toolhost/message-id": "msg-serve"}
             }
         }));
-        let reply = served.reply(7);
-        reply["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        served.reply(7)
     };
-    assert_eq!(echo(&mut served, "first"), "first");
+    let first = echo(&mut served, "first");
+    assert_eq!(first["result"]["content"][0]["text"], "first");
+    let again = echo(&mut served, "first");
     assert_eq!(
-        echo(&mut served, "second"),
-        "first",
+        again["result"]["content"][0]["text"], "first",
         "replayed, not run again"
+    );
+    let other = echo(&mut served, "second");
+    assert_eq!(
+        other["error"]["code"], -32602,
+        "the ids of another call are refused: {other}"
     );
     let big = served.call(8, "generate", json!({"bytes": 200_000}));
     let shown = big["result"]["content"][0]["text"]

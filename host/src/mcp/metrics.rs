@@ -21,7 +21,9 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 use crate::facade::location::Location;
 use crate::model::context::CallContext;
 use crate::model::outcome::Settlement;
-use crate::store::{Claim, OutcomeFilter, Recorded, Store, StoreEvent, StoreFuture, StoredOutput};
+use crate::store::{
+    Claim, InputDigest, OutcomeFilter, Recorded, Store, StoreEvent, StoreFuture, StoredOutput,
+};
 
 /// Distinct tool names the metrics label calls with; calls of tools past
 /// it (and of tools the server does not serve) are labelled `other`, so a
@@ -392,9 +394,13 @@ impl Store for MeteredStore {
         &'a self,
         context: &'a CallContext,
         tool: &'a str,
+        input: &'a InputDigest,
         lease: Duration,
     ) -> StoreFuture<'a, Claim> {
-        self.timed(StoreOp::Claim, self.inner.claim(context, tool, lease))
+        self.timed(
+            StoreOp::Claim,
+            self.inner.claim(context, tool, input, lease),
+        )
     }
 
     fn record<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
@@ -405,8 +411,15 @@ impl Store for MeteredStore {
         self.inner.runs_unclaimed()
     }
 
-    fn record_unclaimed<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
-        self.timed(StoreOp::Record, self.inner.record_unclaimed(settlement))
+    fn record_unclaimed<'a>(
+        &'a self,
+        settlement: &'a Settlement,
+        input: &'a InputDigest,
+    ) -> StoreFuture<'a, ()> {
+        self.timed(
+            StoreOp::Record,
+            self.inner.record_unclaimed(settlement, input),
+        )
     }
 
     fn event(&self, event: StoreEvent) {

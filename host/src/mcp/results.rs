@@ -86,7 +86,7 @@ pub(crate) fn call_result(
             Ok(result)
         }
         Outcome::Error {
-            kind: ErrorKind::UnknownTool,
+            kind: ErrorKind::UnknownTool | ErrorKind::IdsReused,
             message,
             ..
         } => Err(ErrorData::invalid_params(message.clone(), None)),

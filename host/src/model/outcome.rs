@@ -182,6 +182,9 @@ pub enum ErrorKind {
     InvalidOutput,
     /// The tool reported a failure.
     ToolFailure,
+    /// The call's ids already name another call (another caller's, another
+    /// tool's, or other arguments'): the client's error; nothing ran (R38).
+    IdsReused,
 }
 
 /// A full output kept in the store (R16, R38), addressed only by its

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::model::call::Call;
-use crate::model::outcome::{FaultKind, Interruption, Outcome, Settlement};
+use crate::model::outcome::{ErrorKind, FaultKind, Interruption, Outcome, Settlement};
 use crate::registry::snapshot::CapturedTools;
 use crate::settle::pipeline::Pipeline;
-use crate::store::{Claim, Store, StoreError};
+use crate::store::{Claim, IdConflict, InputDigest, Store, StoreError};
 
 /// A claim holds the ids this much longer than the call may run, for the
 /// steps after the tool returns (bounding, hooks, the record).
@@ -35,12 +35,14 @@ pub(super) enum Claimed {
     Replay(Box<Settlement>),
 }
 
-/// Claims `call`'s ids, waiting while another settle holds them.
+/// Claims `call`'s ids (for its input, digested as `input`), waiting
+/// while another settle holds them.
 pub(super) async fn claim(
     store: &Arc<dyn Store>,
     pipeline: &Pipeline,
     tools: &CapturedTools,
     call: &Call,
+    input: &InputDigest,
 ) -> Result<Claimed, Outcome> {
     if call.is_minted() && store.runs_unclaimed() {
         return Ok(Claimed::RunUnclaimed);
@@ -51,9 +53,10 @@ pub(super) async fn claim(
     let give_up = Instant::now() + lease + LEASE_MARGIN;
     let mut pause = FIRST_CLAIM_POLL;
     loop {
-        match store.claim(&call.context, &call.tool, lease).await {
+        match store.claim(&call.context, &call.tool, input, lease).await {
             Ok(Claim::Claimed) => return Ok(Claimed::Run),
             Ok(Claim::Replay(settlement)) => return Ok(Claimed::Replay(settlement)),
+            Ok(Claim::Conflict(conflict)) => return Err(reused(call, conflict)),
             Ok(Claim::Running { .. }) if Instant::now() < give_up => {}
             Ok(Claim::Running { .. }) => return Err(still_running(call)),
             Err(e) => return Err(store_fault(&call.tool, "claim the call's ids", &e)),
@@ -86,6 +89,24 @@ fn still_running(call: &Call) -> Outcome {
             "call `{}` of message `{}` is still running in another settle after its lease; \
              retry later, or give the new call ids of its own",
             call.context.call_id, call.context.message_id
+        ),
+    )
+}
+
+/// The client's error of giving a call ids another call holds: nothing
+/// runs and nothing is replayed. Another caller's call is not described.
+fn reused(call: &Call, conflict: IdConflict) -> Outcome {
+    let ids = &call.context;
+    let which = match conflict {
+        IdConflict::Caller => "another caller's call".to_owned(),
+        IdConflict::Tool => "a call of another tool".to_owned(),
+        IdConflict::Input => format!("a call of `{}` with other arguments", call.tool),
+    };
+    Outcome::error(
+        ErrorKind::IdsReused,
+        format!(
+            "call `{}` of message `{}` in session `{}` already names {which}; ids name one call: give this call ids of its own",
+            ids.call_id, ids.message_id, ids.session_id
         ),
     )
 }

@@ -24,6 +24,7 @@ use crate::registry::snapshot::CapturedTools;
 use crate::settle::bound::Retainer;
 use crate::settle::claim::{Claimed, store_fault};
 use crate::settle::pipeline::{Pipeline, Record};
+use crate::store::InputDigest;
 
 /// Settles one call against captured tools; never fails as a whole: every
 /// way a call can end is an [`Outcome`], recorded in the store and
@@ -37,8 +38,9 @@ pub(crate) async fn settle(pipeline: &Pipeline, tools: &CapturedTools, call: Cal
             return ended(pipeline, call, outcome).await;
         }
     };
+    let input = InputDigest::of(&call.input);
     let unclaimed = match &store {
-        Some(store) => match claim::claim(store, pipeline, tools, &call).await {
+        Some(store) => match claim::claim(store, pipeline, tools, &call, &input).await {
             Ok(Claimed::Run) => false,
             Ok(Claimed::RunUnclaimed) => true,
             Ok(Claimed::Replay(mut settlement)) => {
@@ -72,6 +74,7 @@ pub(crate) async fn settle(pipeline: &Pipeline, tools: &CapturedTools, call: Cal
     };
     hooks::run(&retainer, tools, &mut settlement).await;
     if let Some(store) = &store {
+        let unclaimed = unclaimed.then_some(&input);
         publish::record(store, &mut settlement, unclaimed).await;
     }
     publish::publish(pipeline, &mut settlement).await;

@@ -9,15 +9,18 @@ use std::sync::Arc;
 use crate::model::outcome::{FaultKind, Outcome, Settlement};
 use crate::settle::claim::store_fault;
 use crate::settle::pipeline::Pipeline;
-use crate::store::Store;
+use crate::store::{InputDigest, Store};
 
-/// Records the outcome under the call's claim, or (`unclaimed`) as the
-/// call's one write.
-pub(super) async fn record(store: &Arc<dyn Store>, settlement: &mut Settlement, unclaimed: bool) {
-    let recorded = if unclaimed {
-        store.record_unclaimed(settlement).await
-    } else {
-        store.record(settlement).await
+/// Records the outcome under the call's claim, or, for a call that ran
+/// unclaimed (its input's digest given), as the call's one write.
+pub(super) async fn record(
+    store: &Arc<dyn Store>,
+    settlement: &mut Settlement,
+    unclaimed: Option<&InputDigest>,
+) {
+    let recorded = match unclaimed {
+        Some(input) => store.record_unclaimed(settlement, input).await,
+        None => store.record(settlement).await,
     };
     if let Err(e) = recorded {
         let doing = "record its outcome (the tool ran, but its outcome is not durable)";

@@ -39,6 +39,11 @@ fn migrations(backend: Backend) -> &'static [(i64, &'static str, &'static str)] 
                 "no listing indexes the planner cannot use",
                 include_str!("migrations/sqlite/0004_unused_listing_indexes.sql"),
             ),
+            (
+                5,
+                "a digest of each call's input, so reused ids are refused",
+                include_str!("migrations/0005_input_digests.sql"),
+            ),
         ],
         Backend::Postgres => &[
             (
@@ -55,6 +60,11 @@ fn migrations(backend: Backend) -> &'static [(i64, &'static str, &'static str)] 
                 3,
                 "outcomes alone in the listing indexes",
                 include_str!("migrations/0003_partial_indexes.sql"),
+            ),
+            (
+                5,
+                "a digest of each call's input, so reused ids are refused",
+                include_str!("migrations/0005_input_digests.sql"),
             ),
         ],
     }

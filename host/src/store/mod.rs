@@ -107,6 +107,39 @@ pub enum Claim {
         /// When its claim runs out.
         until: i64,
     },
+    /// These ids belong to another call: reusing them is the client's
+    /// error, neither a replay nor a run.
+    Conflict(IdConflict),
+}
+
+/// How the call that holds a claim's ids differs from the one claiming
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IdConflict {
+    /// Another caller (R40) made it.
+    Caller,
+    /// It called another tool.
+    Tool,
+    /// It called the same tool with another input.
+    Input,
+}
+
+/// A digest of a call's input text, kept with its ids so that ids reused
+/// for other arguments are told apart from a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputDigest(blake3::Hash);
+
+impl InputDigest {
+    /// The digest of `input`, exactly as given.
+    pub fn of(input: &str) -> InputDigest {
+        InputDigest(blake3::hash(input.as_bytes()))
+    }
+
+    /// As the store keeps it: 64 hex digits.
+    pub fn to_hex(&self) -> String {
+        self.0.to_hex().to_string()
+    }
 }
 
 /// An event to keep: a progress update or an audited request.
@@ -161,11 +194,13 @@ pub struct OutcomeFilter {
 
 /// Where outcomes, events, retained outputs and saved answers live.
 pub trait Store: Send + Sync + fmt::Debug + 'static {
-    /// Claims `context`'s ids for one settle of `tool`, for `lease`.
+    /// Claims `context`'s ids for one settle of `tool` with the input
+    /// `input` digests, for `lease`.
     fn claim<'a>(
         &'a self,
         context: &'a CallContext,
         tool: &'a str,
+        input: &'a InputDigest,
         lease: Duration,
     ) -> StoreFuture<'a, Claim>;
 
@@ -181,12 +216,16 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         false
     }
 
-    /// Records the terminal outcome of a call that ran unclaimed, in one
-    /// write; fails with [`StoreError::IdsTaken`] if its ids are in the
-    /// store after all. Returns once it is durable. Default: claims the
-    /// ids, then records.
-    fn record_unclaimed<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
-        Box::pin(claim_then_record(self, settlement))
+    /// Records the terminal outcome of a call that ran unclaimed (its
+    /// input digested as `input`), in one write; fails with
+    /// [`StoreError::IdsTaken`] if its ids are in the store after all.
+    /// Returns once it is durable. Default: claims the ids, then records.
+    fn record_unclaimed<'a>(
+        &'a self,
+        settlement: &'a Settlement,
+        input: &'a InputDigest,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(claim_then_record(self, settlement, input))
     }
 
     /// Keeps an event; may drop progress when the writer falls behind.
@@ -239,15 +278,18 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 async fn claim_then_record<S: Store + ?Sized>(
     store: &S,
     settlement: &Settlement,
+    input: &InputDigest,
 ) -> Result<(), StoreError> {
     let claim = store
-        .claim(&settlement.context, &settlement.tool, Duration::ZERO)
+        .claim(&settlement.context, &settlement.tool, input, Duration::ZERO)
         .await?;
     match claim {
         Claim::Claimed => store.record(settlement).await,
-        Claim::Replay(_) | Claim::Running { .. } => Err(StoreError::IdsTaken {
-            call: settlement.context.call_id.clone(),
-        }),
+        Claim::Replay(_) | Claim::Running { .. } | Claim::Conflict(_) => {
+            Err(StoreError::IdsTaken {
+                call: settlement.context.call_id.clone(),
+            })
+        }
     }
 }
 

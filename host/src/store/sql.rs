@@ -16,8 +16,8 @@ use crate::model::outcome::Settlement;
 use crate::store::migrations::{Backend, migrator};
 use crate::store::writer::{self, Counters, StoredOutcome, Unclaimed, Write, Writes};
 use crate::store::{
-    Claim, MAX_LISTED_OUTPUTS, MAX_QUEUED_WRITES, OutcomeFilter, Recorded, Store, StoreError,
-    StoreEvent, StoreFuture, StoredOutput, now_millis, redacted,
+    Claim, InputDigest, MAX_LISTED_OUTPUTS, MAX_QUEUED_WRITES, OutcomeFilter, Recorded, Store,
+    StoreError, StoreEvent, StoreFuture, StoredOutput, now_millis, redacted,
 };
 
 /// Connections a store keeps open: the writer's and a few readers'.
@@ -240,6 +240,7 @@ impl Store for SqlStore {
         &'a self,
         context: &'a CallContext,
         tool: &'a str,
+        input: &'a InputDigest,
         lease: Duration,
     ) -> StoreFuture<'a, Claim> {
         Box::pin(async move {
@@ -248,6 +249,7 @@ impl Store for SqlStore {
             let write = Write::Claim {
                 context: context.clone(),
                 tool: tool.to_owned(),
+                input: *input,
                 owner: self.owner.clone(),
                 lease_until: now_millis().saturating_add(lease),
                 done,
@@ -275,7 +277,11 @@ impl Store for SqlStore {
         self.answering.load(Ordering::Relaxed)
     }
 
-    fn record_unclaimed<'a>(&'a self, settlement: &'a Settlement) -> StoreFuture<'a, ()> {
+    fn record_unclaimed<'a>(
+        &'a self,
+        settlement: &'a Settlement,
+        input: &'a InputDigest,
+    ) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             let (done, recorded) = oneshot::channel();
             let wall = i64::try_from(settlement.usage.wall_time.as_millis()).unwrap_or(i64::MAX);
@@ -283,6 +289,7 @@ impl Store for SqlStore {
                 outcome: self.outcome(settlement)?,
                 unclaimed: Some(Unclaimed {
                     tool: settlement.tool.clone(),
+                    input: *input,
                     started_at: now_millis().saturating_sub(wall),
                 }),
                 done,
@@ -445,6 +452,7 @@ impl Store for SqlStore {
 mod tests {
     use super::*;
     use crate::model::outcome::Outcome;
+    use crate::store::IdConflict;
 
     fn context(call: &str) -> CallContext {
         CallContext {
@@ -454,6 +462,10 @@ mod tests {
             call_id: call.into(),
             caller: None,
         }
+    }
+
+    fn input() -> InputDigest {
+        InputDigest::of("{}")
     }
 
     fn settlement(call: &str) -> Settlement {
@@ -474,15 +486,24 @@ mod tests {
         let store = SqlStore::embedded(dir.path()).await.unwrap();
         let lease = Duration::from_secs(60);
         assert!(matches!(
-            store.claim(&context("c1"), "echo", lease).await.unwrap(),
+            store
+                .claim(&context("c1"), "echo", &input(), lease)
+                .await
+                .unwrap(),
             Claim::Claimed
         ));
         assert!(matches!(
-            store.claim(&context("c1"), "echo", lease).await.unwrap(),
+            store
+                .claim(&context("c1"), "echo", &input(), lease)
+                .await
+                .unwrap(),
             Claim::Running { .. }
         ));
         store.record(&settlement("c1")).await.unwrap();
-        let Claim::Replay(replayed) = store.claim(&context("c1"), "echo", lease).await.unwrap()
+        let Claim::Replay(replayed) = store
+            .claim(&context("c1"), "echo", &input(), lease)
+            .await
+            .unwrap()
         else {
             panic!("the recorded outcome is replayed");
         };
@@ -493,25 +514,79 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn r38_ids_reused_for_another_call_are_a_conflict_never_a_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqlStore::embedded(dir.path()).await.unwrap();
+        let lease = Duration::from_secs(60);
+        let mut svc = context("c1");
+        svc.caller = Some(crate::model::context::Caller::named("iss#svc"));
+        let mut recorded = settlement("c1");
+        recorded.context = svc.clone();
+        store.claim(&svc, "echo", &input(), lease).await.unwrap();
+        store.record(&recorded).await.unwrap();
+        let other_input = InputDigest::of(r#"{"text":"planted"}"#);
+        let mut admin = svc.clone();
+        admin.caller = Some(crate::model::context::Caller::named("iss#svc:admin"));
+        let nobody = context("c1");
+        for (who, tool, given, conflict) in [
+            (&svc, "word_count", input(), IdConflict::Tool),
+            (&svc, "echo", other_input, IdConflict::Input),
+            (&admin, "echo", input(), IdConflict::Caller),
+            (&nobody, "echo", input(), IdConflict::Caller),
+        ] {
+            let claim = store.claim(who, tool, &given, lease).await.unwrap();
+            assert!(
+                matches!(claim, Claim::Conflict(c) if c == conflict),
+                "{tool} by {:?}: {claim:?}",
+                who.caller
+            );
+        }
+        let same = store.claim(&svc, "echo", &input(), lease).await.unwrap();
+        assert!(matches!(same, Claim::Replay(_)), "the same call replays");
+        // A running claim is not another caller's to wait on either.
+        let running = context("c2");
+        store
+            .claim(&running, "echo", &input(), lease)
+            .await
+            .unwrap();
+        let mut intruder = running.clone();
+        intruder.caller = Some(crate::model::context::Caller::named("iss#other"));
+        let claim = store
+            .claim(&intruder, "echo", &input(), lease)
+            .await
+            .unwrap();
+        assert!(
+            matches!(claim, Claim::Conflict(IdConflict::Caller)),
+            "{claim:?}"
+        );
+    }
+
+    #[tokio::test]
     async fn r38_an_unclaimed_outcome_is_one_write_its_ids_then_replay() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::embedded(dir.path()).await.unwrap();
         assert!(store.runs_unclaimed(), "a store just opened answers");
         let (commits, writes) = store.commits();
-        store.record_unclaimed(&settlement("m1")).await.unwrap();
+        store
+            .record_unclaimed(&settlement("m1"), &input())
+            .await
+            .unwrap();
         let (commits_after, writes_after) = store.commits();
         assert_eq!(
             (commits_after - commits, writes_after - writes),
             (1, 1),
             "the outcome is the call's one write"
         );
-        let again = store.record_unclaimed(&settlement("m1")).await;
+        let again = store.record_unclaimed(&settlement("m1"), &input()).await;
         assert!(
             matches!(again, Err(StoreError::IdsTaken { .. })),
             "{again:?}"
         );
         let lease = Duration::from_secs(60);
-        let Claim::Replay(replayed) = store.claim(&context("m1"), "echo", lease).await.unwrap()
+        let Claim::Replay(replayed) = store
+            .claim(&context("m1"), "echo", &input(), lease)
+            .await
+            .unwrap()
         else {
             panic!("the unclaimed outcome is replayed");
         };
@@ -548,7 +623,10 @@ mod tests {
         for i in 0..50 {
             let call = format!("p{i}");
             store.event(progress(&call));
-            store.record_unclaimed(&settlement(&call)).await.unwrap();
+            store
+                .record_unclaimed(&settlement(&call), &input())
+                .await
+                .unwrap();
             // Whoever committed the outcome committed the event queued
             // before it first: durable with it, never after it.
             assert_eq!(events_kept(&store).await, i + 1, "after call {i}");
@@ -566,7 +644,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::embedded(dir.path()).await.unwrap();
         store.writes.queue_unwoken(Write::Event(progress("r1")));
-        store.record_unclaimed(&settlement("r1")).await.unwrap();
+        store
+            .record_unclaimed(&settlement("r1"), &input())
+            .await
+            .unwrap();
         assert_eq!(
             store.commits(),
             (1, 2),
@@ -583,7 +664,10 @@ mod tests {
         for i in 0..5 {
             let call = format!("q{i}");
             store.event(progress(&call));
-            store.record_unclaimed(&settlement(&call)).await.unwrap();
+            store
+                .record_unclaimed(&settlement(&call), &input())
+                .await
+                .unwrap();
         }
         assert_eq!(events_kept(&store).await, 5);
         assert_eq!(
@@ -611,7 +695,10 @@ mod tests {
                 for i in 0..25 {
                     let call = format!("w{w}-{i}");
                     store.event(progress(&call));
-                    store.record_unclaimed(&settlement(&call)).await.unwrap();
+                    store
+                        .record_unclaimed(&settlement(&call), &input())
+                        .await
+                        .unwrap();
                 }
             })
         });
@@ -634,7 +721,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqlStore::embedded(dir.path()).await.unwrap();
         let (commits, writes) = store.commits();
-        crate::store::claim_then_record(&store, &settlement("d1"))
+        crate::store::claim_then_record(&store, &settlement("d1"), &input())
             .await
             .unwrap();
         let (commits_after, writes_after) = store.commits();
@@ -643,7 +730,7 @@ mod tests {
             (2, 2),
             "a claim, then the outcome"
         );
-        let again = crate::store::claim_then_record(&store, &settlement("d1")).await;
+        let again = crate::store::claim_then_record(&store, &settlement("d1"), &input()).await;
         assert!(
             matches!(again, Err(StoreError::IdsTaken { .. })),
             "{again:?}"
@@ -658,7 +745,10 @@ mod tests {
         let store = SqlStore::embedded(dir.path()).await.unwrap();
         let lease = Duration::from_secs(60);
         for call in ["c1", "c2", "c3"] {
-            store.claim(&context(call), "echo", lease).await.unwrap();
+            store
+                .claim(&context(call), "echo", &input(), lease)
+                .await
+                .unwrap();
         }
         store.record(&settlement("c2")).await.unwrap();
         let indexes = sqlx::query("PRAGMA index_list('calls')")

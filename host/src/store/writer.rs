@@ -19,7 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::model::context::{CallContext, Caller};
 use crate::store::{
-    Claim, MAX_BATCH, MAX_STORED_EVENTS, OUTPUT_CHUNK_BYTES, StoreEvent, now_millis,
+    Claim, IdConflict, InputDigest, MAX_BATCH, MAX_STORED_EVENTS, OUTPUT_CHUNK_BYTES, StoreEvent,
+    now_millis,
 };
 
 /// One write, and who waits for it.
@@ -27,6 +28,7 @@ pub(super) enum Write {
     Claim {
         context: CallContext,
         tool: String,
+        input: InputDigest,
         owner: Arc<str>,
         lease_until: i64,
         done: oneshot::Sender<Result<Claim, String>>,
@@ -65,6 +67,7 @@ pub(super) struct StoredOutcome {
 /// What the row of a call that ran unclaimed needs besides its outcome.
 pub(super) struct Unclaimed {
     pub(super) tool: String,
+    pub(super) input: InputDigest,
     pub(super) started_at: i64,
 }
 
@@ -292,10 +295,18 @@ async fn apply<C: Conn + Send>(db: &mut C, write: Write, events: &AtomicU64) -> 
         Write::Claim {
             context,
             tool,
+            input,
             owner,
             lease_until,
             done,
-        } => match claim(db, &context, &tool, &owner, lease_until).await {
+        } => match claim(
+            db,
+            &Claimant::new(&context, &tool, &input),
+            &owner,
+            lease_until,
+        )
+        .await
+        {
             Ok(claim) => Ok(Done::Claim(done, claim)),
             Err(e) => Err((Done::Claim(done, Claim::Claimed), e)),
         },
@@ -348,32 +359,71 @@ fn ids(context: &CallContext) -> [Arg<'_>; 3] {
     ]
 }
 
+/// The call a claim is for: its ids and what must match them on replay.
+struct Claimant<'a> {
+    context: &'a CallContext,
+    tool: &'a str,
+    input: String,
+}
+
+impl<'a> Claimant<'a> {
+    fn new(context: &'a CallContext, tool: &'a str, input: &InputDigest) -> Claimant<'a> {
+        Claimant {
+            context,
+            tool,
+            input: input.to_hex(),
+        }
+    }
+
+    /// How the call recorded under these ids (its caller, tool and input
+    /// digest, as read back) differs from this one, if it does.
+    fn conflict(
+        &self,
+        caller: Option<&str>,
+        tool: Option<&str>,
+        input: Option<&str>,
+    ) -> Option<IdConflict> {
+        if caller != self.context.caller.as_ref().map(Caller::name) {
+            Some(IdConflict::Caller)
+        } else if tool != Some(self.tool) {
+            Some(IdConflict::Tool)
+        } else if input.is_some_and(|recorded| recorded != self.input) {
+            // Rows recorded before inputs were digested carry none.
+            Some(IdConflict::Input)
+        } else {
+            None
+        }
+    }
+}
+
 /// Claims the ids, finds their recorded outcome, or finds them running
-/// (taking them over when the running claim ran out).
+/// (taking them over when the running claim ran out); ids recorded for
+/// another call are a conflict.
 async fn claim<C: Conn + Send>(
     db: &mut C,
-    context: &CallContext,
-    tool: &str,
+    claimant: &Claimant<'_>,
     owner: &str,
     lease_until: i64,
 ) -> Result<Claim, String> {
     let now = now_millis();
+    let context = claimant.context;
     let [session, message, call] = ids(context);
     let inserted = db
         .execute(
-            "INSERT INTO calls (session_id, message_id, call_id, agent, tool, state, owner, lease_until, started_at, caller) \
-             VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9) \
+            "INSERT INTO calls (session_id, message_id, call_id, agent, tool, state, owner, lease_until, started_at, caller, input_digest) \
+             VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10) \
              ON CONFLICT (session_id, message_id, call_id) DO NOTHING",
             &[
                 session,
                 message,
                 call,
                 Arg::Text(&context.agent),
-                Arg::Text(tool),
+                Arg::Text(claimant.tool),
                 Arg::Text(owner),
                 Arg::Int(lease_until),
                 Arg::Int(now),
                 Arg::OptText(context.caller.as_ref().map(Caller::name)),
+                Arg::Text(&claimant.input),
             ],
         )
         .await?;
@@ -382,7 +432,7 @@ async fn claim<C: Conn + Send>(
     }
     let rows = db
         .fetch_all(
-            "SELECT state, settlement, lease_until FROM calls \
+            "SELECT state, settlement, lease_until, caller, tool, input_digest FROM calls \
              WHERE session_id = $1 AND message_id = $2 AND call_id = $3",
             &ids(context),
         )
@@ -390,6 +440,11 @@ async fn claim<C: Conn + Send>(
     let row = rows
         .first()
         .ok_or("the claimed call vanished from the store")?;
+    let (caller, tool, input) = (row.text(3)?, row.text(4)?, row.text(5)?);
+    if let Some(conflict) = claimant.conflict(caller.as_deref(), tool.as_deref(), input.as_deref())
+    {
+        return Ok(Claim::Conflict(conflict));
+    }
     if row.text(0)?.as_deref() == Some("done") {
         let text = row.text(1)?.unwrap_or_default();
         let settlement = serde_json::from_str(&text)
@@ -457,8 +512,8 @@ async fn insert_outcome<C: Conn + Send>(
     let now = now_millis();
     let inserted = db
         .execute(
-            "INSERT INTO calls (session_id, message_id, call_id, agent, tool, state, owner, lease_until, started_at, ended_at, status, settlement, caller) \
-             VALUES ($1, $2, $3, $4, $5, 'done', $6, $7, $8, $9, $10, $11, $12) \
+            "INSERT INTO calls (session_id, message_id, call_id, agent, tool, state, owner, lease_until, started_at, ended_at, status, settlement, caller, input_digest) \
+             VALUES ($1, $2, $3, $4, $5, 'done', $6, $7, $8, $9, $10, $11, $12, $13) \
              ON CONFLICT (session_id, message_id, call_id) DO NOTHING",
             &[
                 session,
@@ -473,6 +528,7 @@ async fn insert_outcome<C: Conn + Send>(
                 Arg::Text(outcome.status),
                 Arg::Text(&outcome.settlement),
                 Arg::OptText(context.caller.as_ref().map(Caller::name)),
+                Arg::Text(&unclaimed.input.to_hex()),
             ],
         )
         .await?;
