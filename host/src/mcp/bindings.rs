@@ -42,6 +42,20 @@ impl Credential {
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The store's key of session `id` that a stateless client with this
+    /// credential declares. A JSON array, so that no other credential and
+    /// id make the same key (`svc` in `admin:s1` is not `svc:admin` in
+    /// `s1`), and never a server-minted session id (those are no arrays).
+    pub(crate) fn declared_session(&self, id: &str) -> String {
+        serde_json::json!(["client", self.as_str(), id]).to_string()
+    }
+
+    /// The scope of the retained outputs of this credential's stateless
+    /// requests that declare no session: this credential's alone.
+    pub(crate) fn stateless_outputs(&self) -> String {
+        serde_json::json!(["stateless", self.as_str()]).to_string()
+    }
 }
 
 /// The live HTTP sessions and who made each.
@@ -179,6 +193,22 @@ mod tests {
     }
 
     #[test]
+    fn r37_declared_session_keys_never_collide_across_credentials() {
+        let svc = Credential::caller("https://iss.example#svc");
+        let admin = Credential::caller("https://iss.example#svc:admin");
+        assert_ne!(
+            svc.declared_session("admin:s1"),
+            admin.declared_session("s1")
+        );
+        assert_ne!(svc.stateless_outputs(), admin.stateless_outputs());
+        assert_ne!(
+            svc.declared_session("x"),
+            Credential::anonymous().declared_session("x")
+        );
+        assert_eq!(svc.declared_session("s"), svc.declared_session("s"));
+    }
+
+    #[test]
     fn the_oldest_idle_session_makes_room_and_busy_ones_stay() {
         let bindings = Arc::new(Bindings::default());
         bindings.set_max(2);
@@ -205,6 +235,7 @@ mod tests {
     fn a_token_credential_does_not_keep_the_token() {
         let credential = Credential::token("s3cret-token");
         assert!(!credential.as_str().contains("s3cret"));
+        assert!(!credential.declared_session("s1").contains("s3cret"));
         assert_eq!(credential, Credential::token("s3cret-token"));
     }
 }

@@ -36,6 +36,7 @@ use crate::model::call::Call;
 use crate::model::context::CallContext;
 use crate::model::context::Caller;
 use crate::model::outcome::{Interruption, Outcome, Settlement};
+use crate::registry::{SnapshotOptions, ToolFilter};
 
 /// The `_meta` key a client may set to name the assistant message of a call.
 pub const MESSAGE_ID_KEY: &str = "io.toolhost/message-id";
@@ -106,17 +107,23 @@ fn meta_str(context: &RequestContext<RoleServer>, key: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Which tools the request's token lets it see: those whose scopes it
-/// has (R40; every tool without OAuth).
-fn visible_to(context: &RequestContext<RoleServer>) -> impl Fn(&str) -> bool + '_ {
+/// The snapshot options of a request: the tools its token's scopes let it
+/// call (R40), which is all it may see and all its Code Mode programs may
+/// call; every tool without OAuth.
+fn snapshot_options(context: &RequestContext<RoleServer>) -> SnapshotOptions {
     let parts = context.extensions.get::<http::request::Parts>();
     let access = parts.and_then(|p| {
         Some((
-            p.extensions.get::<Arc<Access>>()?,
-            p.extensions.get::<Authenticated>()?,
+            p.extensions.get::<Arc<Access>>()?.clone(),
+            p.extensions.get::<Authenticated>()?.scopes.clone(),
         ))
     });
-    move |tool| access.is_none_or(|(access, who)| access.missing(&who.scopes, tool).is_empty())
+    SnapshotOptions {
+        callable: access.map(|(access, scopes)| {
+            ToolFilter::new(move |tool| access.missing(&scopes, tool).is_empty())
+        }),
+        ..SnapshotOptions::default()
+    }
 }
 
 /// The 2025-era session a request names, if it names one.
@@ -189,14 +196,10 @@ impl Handler {
             return RequestScope::same(id.to_owned(), credential, who);
         }
         match meta_str(context, SESSION_ID_KEY) {
-            Some(id) => RequestScope::same(
-                format!("client:{}:{id}", credential.as_str()),
-                credential,
-                who,
-            ),
+            Some(id) => RequestScope::same(credential.declared_session(&id), credential, who),
             None => RequestScope {
                 session: format!("request:{}", uuid::Uuid::new_v4().simple()),
-                outputs: format!("stateless:{}", credential.as_str()),
+                outputs: credential.stateless_outputs(),
                 caller: credential.as_str().to_owned(),
                 who,
             },
@@ -269,7 +272,7 @@ impl Handler {
         let admitted = self.shared.admission.admit(&scope.session)?;
         let arguments = request.arguments.unwrap_or_default();
         let binding = Binding::new(&scope.caller, &scope.outputs, &request.name, &arguments);
-        let snapshot = location.snapshot();
+        let snapshot = location.snapshot_with(&snapshot_options(context));
         let legacy = is_legacy(context);
         let output_schema = snapshot.tool(&request.name).and_then(|t| t.output_schema());
         let wraps_output = results::wraps_output(output_schema.map(|s| s.document()), legacy);
@@ -488,12 +491,12 @@ impl ServerHandler for Handler {
     ) -> Result<ListToolsResult, ErrorData> {
         let legacy = is_legacy(&context);
         self.shared.loaded().await;
-        let snapshot = self.location(&self.scope(&context)).await.snapshot();
-        let visible = visible_to(&context);
+        let location = self.location(&self.scope(&context)).await;
+        let snapshot = location.snapshot_with(&snapshot_options(&context));
         let mut tools: Vec<_> = snapshot
             .definitions()
             .iter()
-            .filter(|d| d.name != READ_OUTPUT && visible(&d.name))
+            .filter(|d| d.name != READ_OUTPUT)
             .map(|d| results::tool(d, legacy))
             .collect();
         tools.push(output::read_output_tool());

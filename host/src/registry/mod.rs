@@ -11,4 +11,4 @@ pub(crate) mod snapshot;
 pub use crate::model::tool::{NameError, RESERVED_NAME, normalize_name};
 pub use placement::{Level, Registration, RegistrationError};
 pub use scope::Scope;
-pub use snapshot::{CatalogEntry, SnapshotOptions};
+pub use snapshot::{CatalogEntry, SnapshotOptions, ToolFilter};

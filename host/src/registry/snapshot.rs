@@ -86,8 +86,13 @@ impl Overlay {
 
     pub(crate) fn capture(&self, options: &SnapshotOptions) -> CapturedTools {
         let mut tools = BTreeMap::new();
+        let callable = |name: &str| options.callable.as_ref().is_none_or(|c| c.allows(name));
         for entry in self.catalog().into_iter().filter(|e| !e.shadowed) {
-            tools.insert(entry.name, entry.tool);
+            // Authorization, unlike visibility: a tool the caller may not
+            // call is not captured at all.
+            if callable(&entry.name) {
+                tools.insert(entry.name, entry.tool);
+            }
         }
         // Visibility only (R12): hidden tools stay captured and callable.
         let advertised = tools
@@ -115,6 +120,35 @@ pub struct SnapshotOptions {
     /// it. Hiding is visibility only: a hidden tool that is called anyway still
     /// settles. Default: none, everything visible.
     pub visibility: Option<Rules>,
+    /// Which tools the snapshot's caller may call at all (`serve`: the
+    /// OAuth scopes of the caller's token, R40). Unlike `visibility`, this
+    /// is authorization: a tool it refuses is not captured, so it is
+    /// neither advertised nor callable (`Unknown tool`), and Code Mode's
+    /// programs neither see it declared nor can call it, exactly as their
+    /// caller could not directly. Default: none, every tool callable.
+    pub callable: Option<ToolFilter>,
+}
+
+/// A predicate on tool names: which tools a caller may call.
+#[derive(Clone)]
+pub struct ToolFilter(Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl ToolFilter {
+    /// The tools for which `allows` is true.
+    pub fn new(allows: impl Fn(&str) -> bool + Send + Sync + 'static) -> ToolFilter {
+        ToolFilter(Arc::new(allows))
+    }
+
+    /// Whether it allows tool `name`.
+    pub fn allows(&self, name: &str) -> bool {
+        (self.0)(name)
+    }
+}
+
+impl std::fmt::Debug for ToolFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ToolFilter(..)")
+    }
 }
 
 /// The captured state of a snapshot: the tools, and the names of those
