@@ -1082,6 +1082,74 @@ async fn std_webfetch_converts_html_under_origin_grants() {
     );
 }
 
+/// A loopback HTTP server answering every request with its own request
+/// target, recording each target it was sent.
+async fn echoing_server() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let mut head = vec![0u8; 16 << 10];
+            let mut read = 0;
+            while read < head.len() && !head[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                match tcp.read(&mut head[read..]).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => read += n,
+                }
+            }
+            let line = String::from_utf8_lossy(&head[..read])
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_owned();
+            let target = line.split(' ').nth(1).unwrap_or("").to_owned();
+            record.lock().unwrap().push(target.clone());
+            let body = format!("<p>served {target}</p>");
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = tcp.write_all(reply.as_bytes()).await;
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn r36_webfetch_cannot_leave_a_path_grant_by_dot_segments() {
+    let (addr, seen) = echoing_server().await;
+    let origin = format!("http://{addr}");
+    let grant: HttpGrant = format!("{origin}/public/*").parse().unwrap();
+    let std = Std::with(true, Policy::Careful, Reply::Once, vec![grant]).await;
+    for escape in [
+        "/public/../secret",
+        "/public/%2e%2e/secret",
+        "/public/.%2E/secret",
+        "/public/..%2fsecret",
+        "/public/..%5Csecret",
+    ] {
+        let url = format!("{origin}{escape}");
+        let message = std
+            .err("webfetch", json!({"url": url, "format": "html"}))
+            .await;
+        assert!(message.contains("failed"), "{escape}: {message}");
+    }
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "nothing outside the grant was sent: {:?}",
+        seen.lock().unwrap()
+    );
+    // Inside the grant, the path is sent as it was matched: normalised.
+    let inside = format!("{origin}/public/./a/../page");
+    let page = std
+        .ok("webfetch", json!({"url": inside, "format": "html"}))
+        .await;
+    assert_eq!(page, "<p>served /public/page</p>");
+    assert_eq!(*seen.lock().unwrap(), ["/public/page"]);
+}
+
 /// `toolhost ARGS` in `dir`, with the compile cache and state of `dir`
 /// (so the embedded components compile once for the test).
 fn toolhost(dir: &Path, args: &[&str]) -> (i32, String, String) {

@@ -3,10 +3,13 @@
 //! reachable without an origin grant; names that resolve to loopback,
 //! private or link-local addresses are refused unless the grant names that
 //! IP or `localhost` (`config::networks` holds the special-purpose
-//! registries that say which are internal); permission rules can still deny or ask; each call has
+//! registries that say which are internal); a request's path is normalised
+//! before grants and rules see it, and sent as normalised (`path`);
+//! permission rules can still deny or ask; each call has
 //! a budget of requests, concurrency and body bytes, all within its
 //! deadline; every request is an audited event under the call's ids.
 
+mod path;
 mod send;
 pub(crate) mod tls;
 

@@ -23,7 +23,7 @@ use crate::config::http::HttpGrant;
 use crate::config::networks::{is_internal, row_of};
 use crate::model::approval::PermissionRequest;
 use crate::model::event::RequestEvent;
-use crate::net::CallHttp;
+use crate::net::{CallHttp, path};
 use crate::permission::Effect;
 
 /// The longest a connection may take to open, within the call's deadline.
@@ -40,25 +40,44 @@ struct Target {
     scheme: String,
     host: String,
     port: u16,
+    /// Normalised: what grants and rules match, and what is sent.
     path: String,
+    query: Option<String>,
 }
 
 impl Target {
-    fn of(request: &http::Request<WasiBody>) -> Option<Target> {
+    fn of(request: &http::Request<WasiBody>) -> Result<Target, Error> {
         let uri = request.uri();
-        let scheme = uri.scheme_str()?.to_ascii_lowercase();
+        let invalid = || Error::HttpRequestUriInvalid;
+        let scheme = uri.scheme_str().ok_or_else(invalid)?.to_ascii_lowercase();
         let default_port = if scheme == "https" { 443 } else { 80 };
-        Some(Target {
+        let path = path::normalized(uri.path()).map_err(|why| {
+            tracing::debug!(path = uri.path(), %why, "refused a request path");
+            Error::HttpRequestDenied
+        })?;
+        Ok(Target {
             method: request.method().as_str().to_owned(),
             host: uri
-                .host()?
+                .host()
+                .ok_or_else(invalid)?
                 .trim_start_matches('[')
                 .trim_end_matches(']')
                 .to_owned(),
             port: uri.port_u16().unwrap_or(default_port),
-            path: uri.path().to_owned(),
+            path,
+            query: uri.query().map(str::to_owned),
             scheme,
         })
+    }
+
+    /// The origin-form request target sent: the normalised path and the
+    /// query as given.
+    fn origin_form(&self) -> Result<http::Uri, Error> {
+        let target = match &self.query {
+            Some(query) => format!("{}?{query}", self.path),
+            None => self.path.clone(),
+        };
+        target.parse().map_err(|_| Error::HttpRequestUriInvalid)
     }
 
     fn origin(&self) -> String {
@@ -72,7 +91,7 @@ pub(super) async fn send(
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<(http::Response<WasiBody>, Io), Error> {
-    let target = Target::of(&request).ok_or(Error::HttpRequestUriInvalid)?;
+    let target = Target::of(&request)?;
     let exchange = Arc::new(Exchange::new(call.clone(), &target));
     let attempt = exchange_with(&call, &target, request, options, &exchange);
     let outcome = tokio::select! {
@@ -115,6 +134,11 @@ async fn exchange_with(
     let first_byte = options
         .and_then(|o| o.first_byte_timeout)
         .map_or(FIRST_BYTE_TIMEOUT, |t| t.min(FIRST_BYTE_TIMEOUT));
+    // Origin-form on the wire, as matched; the host header carries the
+    // authority.
+    let (mut parts, body) = request.into_parts();
+    parts.uri = target.origin_form()?;
+    let request = http::Request::from_parts(parts, body);
     http1(call, stream, request, exchange, first_byte).await
 }
 
@@ -248,12 +272,7 @@ async fn http1(
             .await
             .unwrap_or_else(|e| Err(Error::InternalError(Some(e.to_string()))))
     });
-    // Origin-form on the wire; the host header carries the authority.
-    let (mut parts, body) = request.into_parts();
-    parts.uri = parts.uri.path_and_query().map_or_else(
-        || http::Uri::from_static("/"),
-        |p| p.as_str().parse().unwrap_or_default(),
-    );
+    let (parts, body) = request.into_parts();
     let body = Counted::new(body, exchange.clone(), Direction::Sent).boxed_unsync();
     let sending = sender.send_request(http::Request::from_parts(parts, body));
     let response = tokio::time::timeout(first_byte, sending)
