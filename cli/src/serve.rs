@@ -79,6 +79,12 @@ pub(crate) struct ServeArgs {
     /// `mcp:tools` (repeatable).
     #[arg(long = "tool-scope", value_name = "TOOL=SCOPE", value_parser = tool_scope, requires = "auth_issuers")]
     tool_scopes: Vec<(String, String)>,
+    /// HTTP with --auth-issuer: also accept access tokens without a `typ`
+    /// (or with the generic `JWT`), for issuers that do not type them as
+    /// RFC 9068 says (`at+jwt`). Such tokens cannot be told from ID tokens
+    /// by type; their audience must still be --resource.
+    #[arg(long, requires = "auth_issuers")]
+    auth_allow_untyped_tokens: bool,
     /// Append durable events (progress, outcomes) to FILE as JSON Lines.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
@@ -153,6 +159,7 @@ impl ServeArgs {
             issuers: self.auth_issuers,
             resource,
             tool_scopes: self.tool_scopes,
+            untyped_tokens: self.auth_allow_untyped_tokens,
         });
         let options = HttpOptions {
             tokens: self.tokens,

@@ -69,8 +69,8 @@ pub use crate::mcp::admission::{
 pub use crate::mcp::bindings::{MAX_SESSIONS, SESSION_IDLE_EXPIRY};
 #[cfg(feature = "mcp")]
 pub use crate::mcp::http::{
-    AUTH_FETCH_TIMEOUT, KEY_REFRESH_WINDOW, MAX_AUTH_DOCUMENT_BYTES, MAX_ISSUER_KEYS,
-    MAX_KEY_REFRESHES, MAX_TOKEN_BYTES, TOKEN_LEEWAY,
+    AUTH_FETCH_TIMEOUT, KEY_REFETCH_INTERVAL, MAX_AUTH_DOCUMENT_BYTES, MAX_ISSUER_KEYS,
+    MAX_TOKEN_BYTES, TOKEN_LEEWAY,
 };
 #[cfg(feature = "mcp")]
 pub use crate::mcp::http::{

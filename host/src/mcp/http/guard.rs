@@ -172,6 +172,20 @@ fn token_in_query() -> Response {
         .into_response()
 }
 
+/// Two `Authorization` headers: taking either would let a proxy and the
+/// server disagree on who the caller is.
+fn two_authorizations() -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        [(
+            header::WWW_AUTHENTICATE,
+            "Bearer error=\"invalid_request\", error_description=\"more than one Authorization header\"",
+        )],
+        "a request carries one Authorization header: send exactly one `Authorization: Bearer <token>`",
+    )
+        .into_response()
+}
+
 fn has_query_token(request: &Request) -> bool {
     request.uri().query().is_some_and(|q| {
         q.split('&')
@@ -275,6 +289,15 @@ impl Guard {
             let anonymous = Credential::anonymous();
             parts.extensions.insert(anonymous.clone());
             return Ok(anonymous);
+        }
+        if parts
+            .headers
+            .get_all(header::AUTHORIZATION)
+            .iter()
+            .nth(1)
+            .is_some()
+        {
+            return Err(Box::new(two_authorizations()));
         }
         let given = bearer(&parts.headers);
         // Every token is compared, so timing does not tell which matched.

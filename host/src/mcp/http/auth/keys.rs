@@ -1,11 +1,11 @@
 //! An issuer's signing keys: found through its metadata (RFC 8414, else
 //! OpenID discovery), fetched within a size and a time, cached, and
-//! fetched again for a key id the cache lacks — at most
-//! [`MAX_KEY_REFRESHES`] times per [`KEY_REFRESH_WINDOW`], so tokens with
-//! made-up key ids cannot make the server hammer the issuer, while a real
-//! rotation is picked up at once.
+//! fetched again for a key id the cache lacks — unless they were fetched
+//! less than [`KEY_REFETCH_INTERVAL`] ago, so tokens with made-up key ids
+//! cannot make the server hammer the issuer, while a real rotation is
+//! picked up at once, or within that interval after a flood of them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,13 +28,11 @@ pub const AUTH_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most keys kept of one issuer's set; the rest are ignored.
 pub const MAX_ISSUER_KEYS: usize = 32;
 
-/// How many times an issuer's keys are fetched within
-/// [`KEY_REFRESH_WINDOW`] at most: beyond it an unknown key id is refused
-/// without asking the issuer.
-pub const MAX_KEY_REFRESHES: usize = 3;
-
-/// The window [`MAX_KEY_REFRESHES`] counts fetches in.
-pub const KEY_REFRESH_WINDOW: Duration = Duration::from_secs(60);
+/// An unknown key id fetches its issuer's keys again only when they were
+/// last fetched at least this long ago (otherwise it is refused without
+/// asking): made-up key ids cost the issuer one fetch per interval, and a
+/// rotated key is accepted within it even during such a flood.
+pub const KEY_REFETCH_INTERVAL: Duration = Duration::from_secs(5);
 
 /// A verification key and the algorithm its set names for it, if any.
 pub(crate) struct Key {
@@ -48,9 +46,9 @@ pub(crate) struct Issuer {
     pub(crate) id: String,
     http: reqwest::Client,
     keys: RwLock<HashMap<String, Arc<Key>>>,
-    /// Held by the one request that fetches; also when the fetches
-    /// within the window were.
-    refresh: Mutex<VecDeque<Instant>>,
+    /// Held by the one request that fetches; when the keys were last
+    /// fetched.
+    refresh: Mutex<Option<Instant>>,
 }
 
 #[derive(Deserialize)]
@@ -75,24 +73,18 @@ impl Issuer {
         if let Some(key) = self.cached(kid).await {
             return Ok(key);
         }
-        let mut fetches = self.refresh.lock().await;
+        let mut last = self.refresh.lock().await;
         // Another request may have fetched while this one waited.
         if let Some(key) = self.cached(kid).await {
             return Ok(key);
         }
-        while fetches
-            .front()
-            .is_some_and(|at| at.elapsed() >= KEY_REFRESH_WINDOW)
-        {
-            fetches.pop_front();
-        }
-        if fetches.len() >= MAX_KEY_REFRESHES {
+        if last.is_some_and(|at| at.elapsed() < KEY_REFETCH_INTERVAL) {
             return Err(AuthError::UnknownKey(kid.unwrap_or("(none)").into()));
         }
-        fetches.push_back(Instant::now());
+        *last = Some(Instant::now());
         let fetched = self.fetch_keys().await?;
         *self.keys.write().await = fetched;
-        drop(fetches);
+        drop(last);
         self.cached(kid)
             .await
             .ok_or_else(|| AuthError::UnknownKey(kid.unwrap_or("(none)").into()))

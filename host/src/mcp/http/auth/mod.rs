@@ -18,8 +18,7 @@ use serde_json::{Map, Value};
 use wildmatch::WildMatch;
 
 pub use keys::{
-    AUTH_FETCH_TIMEOUT, KEY_REFRESH_WINDOW, MAX_AUTH_DOCUMENT_BYTES, MAX_ISSUER_KEYS,
-    MAX_KEY_REFRESHES,
+    AUTH_FETCH_TIMEOUT, KEY_REFETCH_INTERVAL, MAX_AUTH_DOCUMENT_BYTES, MAX_ISSUER_KEYS,
 };
 
 use crate::model::context::Caller;
@@ -28,8 +27,8 @@ use keys::{Issuer, checked_url};
 /// The scope a token needs to list and call tools at all.
 pub const TOOLS_SCOPE: &str = "mcp:tools";
 
-/// How far a token's `exp` and `nbf` may be off: the issuer's clock and
-/// ours differ a little.
+/// How far a token's `exp`, `nbf` and `iat` may be off: the issuer's clock
+/// and ours differ a little.
 pub const TOKEN_LEEWAY: Duration = Duration::from_secs(30);
 
 /// The longest access token read: real ones are a few KiB; its claims are
@@ -62,6 +61,12 @@ pub struct AuthOptions {
     /// `(TOOL PATTERN, SCOPE)`: a tool matching the pattern is listed and
     /// callable only with the scope (besides [`TOOLS_SCOPE`]).
     pub tool_scopes: Vec<(String, String)>,
+    /// Also accept tokens whose header has no `typ`, or the generic
+    /// `JWT`: a compatibility choice for issuers that do not type their
+    /// access tokens as RFC 9068 says (`at+jwt`). Such a token cannot be
+    /// told from an ID token by its type; its audience still must be this
+    /// server. Default: false, only `at+jwt` (or `application/at+jwt`).
+    pub untyped_tokens: bool,
 }
 
 /// Why a token was refused; said to the client in `error_description`.
@@ -71,6 +76,12 @@ pub enum AuthError {
     /// The token is not a JWS we can read.
     #[error("the access token is malformed: {0}")]
     Malformed(String),
+    /// Its `typ` says it is not an access token (an ID token, a logout or
+    /// security event token, a DPoP proof, ...).
+    #[error(
+        "the token's type {0:?} is not an access token's; send an OAuth access token (typ `at+jwt`, RFC 9068)"
+    )]
+    NotAnAccessToken(String),
     /// Its algorithm is not one we accept.
     #[error(
         "the access token is signed with {0}, which is not accepted (asymmetric algorithms only)"
@@ -97,6 +108,7 @@ pub(crate) struct Authenticator {
     metadata_url: String,
     issuers: Vec<Issuer>,
     access: Arc<Access>,
+    untyped_tokens: bool,
 }
 
 /// Which scopes each tool needs; handed to the handler with each request,
@@ -165,6 +177,7 @@ impl Authenticator {
             metadata_url: metadata.to_string(),
             issuers,
             access: Arc::new(Access { tool_scopes }),
+            untyped_tokens: options.untyped_tokens,
         })
     }
 
@@ -220,6 +233,7 @@ impl Authenticator {
         }
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| AuthError::Malformed(e.to_string()))?;
+        check_type(header.typ.as_deref(), self.untyped_tokens)?;
         if !ALLOWED.contains(&header.alg) {
             return Err(AuthError::Algorithm(format!("{:?}", header.alg)));
         }
@@ -252,6 +266,7 @@ impl Authenticator {
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &validation)
             .map_err(|e| AuthError::Invalid(e.to_string()))?
             .claims;
+        check_issued_at(&claims, jsonwebtoken::get_current_timestamp())?;
         let subject = claims
             .get("sub")
             .and_then(Value::as_str)
@@ -302,6 +317,36 @@ impl Authenticator {
             ),
         )
     }
+}
+
+/// RFC 9068 §4: an access token is typed `at+jwt` (the media type
+/// `application/at+jwt`, case-insensitively); untyped tokens only when the
+/// server is told to accept them.
+fn check_type(typ: Option<&str>, untyped_tokens: bool) -> Result<(), AuthError> {
+    let typ = typ.map(str::to_ascii_lowercase);
+    match typ.as_deref() {
+        Some("at+jwt" | "application/at+jwt") => Ok(()),
+        None | Some("jwt") if untyped_tokens => Ok(()),
+        None => Err(AuthError::NotAnAccessToken("(none)".into())),
+        Some(_) => Err(AuthError::NotAnAccessToken(typ.unwrap_or_default())),
+    }
+}
+
+/// A token issued in the future (beyond the leeway) is refused: its
+/// issuer's clock is wrong, or it was minted to outlive its keys.
+fn check_issued_at(claims: &Map<String, Value>, now: u64) -> Result<(), AuthError> {
+    let Some(iat) = claims.get("iat") else {
+        return Ok(());
+    };
+    let iat = iat
+        .as_f64()
+        .ok_or_else(|| AuthError::Invalid("its `iat` is not a number".into()))?;
+    if iat > (now + TOKEN_LEEWAY.as_secs()) as f64 {
+        return Err(AuthError::Invalid(format!(
+            "it was issued in the future (iat {iat}, now {now})"
+        )));
+    }
+    Ok(())
 }
 
 /// The bearer token of `Authorization`, if it has one.
@@ -400,6 +445,47 @@ mod tests {
         assert!(access.missing(&none, "read_file").is_empty());
         let granted: BTreeSet<String> = ["files:write".to_owned()].into();
         assert!(access.missing(&granted, "write_file").is_empty());
+    }
+
+    #[test]
+    fn r40_only_access_tokens_by_type_unless_untyped_ones_are_allowed() {
+        for typ in ["at+jwt", "AT+JWT", "application/at+jwt"] {
+            assert!(check_type(Some(typ), false).is_ok(), "{typ}");
+        }
+        for typ in [
+            None,
+            Some("JWT"),
+            Some("logout+jwt"),
+            Some("secevent+jwt"),
+            Some("dpop+jwt"),
+            Some("id_token+jwt"),
+        ] {
+            assert!(
+                matches!(check_type(typ, false), Err(AuthError::NotAnAccessToken(_))),
+                "{typ:?}"
+            );
+        }
+        assert!(check_type(None, true).is_ok());
+        assert!(check_type(Some("jwt"), true).is_ok());
+        assert!(check_type(Some("dpop+jwt"), true).is_err());
+    }
+
+    #[test]
+    fn r40_a_token_issued_in_the_future_is_refused() {
+        let now = 1_800_000_000;
+        let claims = |iat: Value| {
+            serde_json::json!({ "iat": iat })
+                .as_object()
+                .cloned()
+                .unwrap()
+        };
+        assert!(check_issued_at(&claims(Value::from(now)), now).is_ok());
+        assert!(check_issued_at(&claims(Value::from(now + 30)), now).is_ok());
+        assert!(check_issued_at(&claims(Value::from(now + 31)), now).is_err());
+        let ten_years = now + 10 * 365 * 86_400;
+        assert!(check_issued_at(&claims(Value::from(ten_years)), now).is_err());
+        assert!(check_issued_at(&claims(Value::from("soon")), now).is_err());
+        assert!(check_issued_at(&Map::new(), now).is_ok());
     }
 
     #[test]
