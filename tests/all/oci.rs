@@ -7,12 +7,14 @@
 //! registry stopped.
 
 use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use toolhost_tests::exited;
-use toolhost_tests::registry::{Options, Registry};
+use toolhost_tests::registry::{Options, Registry, digest as sha256};
 use toolhost_tests::sigstore::Instance;
 
 use crate::TEXT_TOOLS;
@@ -77,6 +79,7 @@ impl Setup {
             .env_remove("DOCKER_CONFIG")
             .env_remove("TOOLHOST_REGISTRY_USERNAME")
             .env_remove("TOOLHOST_REGISTRY_PASSWORD")
+            .env_remove("TOOLHOST_REGISTRY_HOSTS")
             .envs(env.iter().copied())
             .output()
             .expect("runs toolhost");
@@ -92,12 +95,16 @@ impl Setup {
         )
     }
 
-    /// Pushes the text-tools plugin to `tag`, signed by `key` if given;
-    /// its manifest digest.
+    /// Pushes `plugin` to `tag`, signed by `key` if given; its manifest
+    /// digest.
     fn push(&self, plugin: &str, tag: &str, key: Option<&str>) -> String {
-        let reference = self.reference(tag);
+        self.push_to(plugin, &self.reference(tag), key)
+    }
+
+    /// [`Setup::push`] to any reference.
+    fn push_to(&self, plugin: &str, reference: &str, key: Option<&str>) -> String {
         let key_file = key.map(|k| self.path(&format!("{k}.key")));
-        let mut args = vec!["push", plugin, &reference, "--json"];
+        let mut args = vec!["push", plugin, reference, "--json"];
         if let Some(file) = &key_file {
             args.extend(["--sign", file.to_str().unwrap()]);
         }
@@ -283,14 +290,18 @@ fn r41_a_tampered_layer_is_refused_before_compiling() {
     let mut bytes = std::fs::read(&file).expect("the stored layer");
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
-    std::fs::write(&file, bytes).unwrap();
+    std::fs::write(&file, &bytes).unwrap();
 
     let reference = setup.reference("1.0");
     let (code, _, stderr) = setup.echo(&reference, &["--trust-key", &setup.trusting()]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains(&reference), "{stderr}");
-    assert!(stderr.contains("digest mismatch in its layer"), "{stderr}");
-    assert!(stderr.contains(&format!("expected {layer}")), "{stderr}");
+    // Toolhost's own check, naming both digests (not the client library's
+    // or the registry's words).
+    let error = format!(
+        "{reference}: digest mismatch in its layer: expected {layer}, got {}; the registry served other content than the digest names, so it was refused",
+        sha256(&bytes)
+    );
+    assert!(stderr.contains(&error), "{stderr}");
     assert_eq!(setup.compiled(), 0, "nothing compiled");
     // Nothing of it kept: the manifest may be, the layer is not.
     let stored = setup
@@ -353,6 +364,77 @@ fn r41_a_signature_by_another_key_is_refused_before_compiling() {
         "{stderr}"
     );
     assert_eq!(setup.compiled(), 0, "nothing compiled");
+}
+
+#[test]
+fn r41_a_signature_made_for_another_repository_is_refused_unless_its_rule_allows_any_reference() {
+    let setup = Setup::new();
+    let registry = setup.registry.address();
+    // Signed in the sandbox repository, then copied with its signature to
+    // the production one (as `cosign copy` does); the digest is the same.
+    let sandbox = format!("oci://{registry}/tools/sandbox-tool:1.0");
+    let digest = setup.push_to(TEXT_TOOLS, &sandbox, Some("trusted"));
+    let prod = format!("oci://{registry}/tools/prod-tool:1.0");
+    assert_eq!(setup.push_to(TEXT_TOOLS, &prod, None), digest);
+    let tag = digest.replacen(':', "-", 1) + ".sig";
+    let (status, signatures) = setup.http(
+        "GET",
+        &format!("/v2/tools/sandbox-tool/manifests/{tag}"),
+        None,
+    );
+    assert_eq!(status, 200);
+    let manifest: serde_json::Value = serde_json::from_slice(&signatures).unwrap();
+    let layers = manifest["layers"].as_array().unwrap();
+    for blob in layers.iter().chain([&manifest["config"]]) {
+        let blob = blob["digest"].as_str().unwrap();
+        let mount =
+            format!("/v2/tools/prod-tool/blobs/uploads/?mount={blob}&from=tools/sandbox-tool");
+        assert_eq!(setup.http("POST", &mount, None).0, 201);
+    }
+    let (status, _) = setup.http(
+        "PUT",
+        &format!("/v2/tools/prod-tool/manifests/{tag}"),
+        Some(&signatures),
+    );
+    assert_eq!(status, 201);
+
+    // One key trusted for both repositories.
+    let trust = format!("{registry}/tools/*={}", setup.path("trusted.pub").display());
+    let (code, _, stderr) = setup.echo(&prod, &["--trust-key", &trust]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{prod} ({digest}) was refused: bad signature: the signature is valid but was made for {registry}/tools/sandbox-tool, not {registry}/tools/prod-tool"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("any-reference = true"), "{stderr}");
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+    let (code, stdout, stderr) =
+        setup.toolhost(&["inspect", &prod, "--json", "--trust-key", &trust]);
+    assert_eq!(code, 0, "{stderr}");
+    let inspected: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        inspected["signatures"],
+        serde_json::json!([null]),
+        "not shown as trusted: {inspected}"
+    );
+
+    // Where it was signed, it loads.
+    let (code, stdout, stderr) = setup.echo(&sandbox, &["--trust-key", &trust]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+
+    // A rule that accepts signatures made for any repository: it loads.
+    let policy = setup.path("copies.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[[trust]]\nrepository = \"{registry}/tools/prod-*\"\nkeys = [\"trusted.pub\"]\nany-reference = true\n"
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = setup.echo(&prod, &["--trust", policy.to_str().unwrap()]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
 }
 
 #[test]
@@ -490,29 +572,62 @@ fn r41_pulls_over_tls_with_a_private_ca_and_basic_auth() {
     let ca = ca_file.to_str().unwrap();
     let reference = setup.reference("1.0");
     let key = setup.path("trusted.key");
+    let hosts = format!("example.test,{}", setup.registry.address());
     let credentials = [
         ("TOOLHOST_REGISTRY_USERNAME", "alice"),
         ("TOOLHOST_REGISTRY_PASSWORD", "s3cret"),
+        ("TOOLHOST_REGISTRY_HOSTS", hosts.as_str()),
     ];
 
-    // Pushed over HTTPS with credentials from the environment.
-    let (code, stdout, stderr) = setup.toolhost_env(
-        &[
-            "push",
-            TEXT_TOOLS,
-            &reference,
-            "--sign",
-            key.to_str().unwrap(),
-            "--http-ca",
-            ca,
-        ],
-        &credentials,
-    );
+    // Credentials from the environment for no registry in particular: not
+    // used, and the CLI says once what to set.
+    let key_file = key.to_str().unwrap();
+    let push = [
+        "push",
+        TEXT_TOOLS,
+        &reference,
+        "--sign",
+        key_file,
+        "--http-ca",
+        ca,
+    ];
+    let (code, _, stderr) = setup.toolhost_env(&push, &credentials[..2]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("401"), "{stderr}");
+    let warning = "TOOLHOST_REGISTRY_USERNAME and TOOLHOST_REGISTRY_PASSWORD are not used: set TOOLHOST_REGISTRY_HOSTS";
+    assert_eq!(stderr.matches(warning).count(), 1, "{stderr}");
+
+    // Pushed over HTTPS with credentials from the environment, for the
+    // registries TOOLHOST_REGISTRY_HOSTS names.
+    let (code, stdout, stderr) = setup.toolhost_env(&push, &credentials);
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stdout.starts_with(&format!("pushed {reference}@sha256:")),
         "{stdout}"
     );
+    assert!(!stderr.contains(warning), "{stderr}");
+
+    // Another registry, one a reference names (an attacker's, say), asking
+    // for credentials: it gets none of them.
+    let (other, heads) = challenger();
+    let elsewhere = format!("oci://{other}/{REPOSITORY}:1.0");
+    let unsigned = format!("{other}/{REPOSITORY}");
+    let (code, _, stderr) = setup.toolhost_env(
+        &["call", &elsewhere, "echo", "--allow-unsigned", &unsigned],
+        &credentials,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("401"), "{stderr}");
+    let heads = heads.lock().unwrap();
+    assert!(
+        heads.iter().any(|h| h.contains("/manifests/")),
+        "asked: {heads:?}"
+    );
+    let sent: Vec<&String> = heads
+        .iter()
+        .filter(|h| h.to_ascii_lowercase().contains("\nauthorization:"))
+        .collect();
+    assert!(sent.is_empty(), "credentials sent to {other}: {sent:?}");
 
     // Without credentials: refused by the registry.
     let trust = setup.trusting();
@@ -545,6 +660,42 @@ fn r41_pulls_over_tls_with_a_private_ca_and_basic_auth() {
     .unwrap();
     let (code, stdout, stderr) = setup.echo(&reference, &["--http-ca", ca, "--trust-key", &trust]);
     assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+}
+
+/// A registry on loopback that answers every request with 401 and a basic
+/// challenge, recording each request's head: an attacker's, hoping for
+/// credentials. Its address and the heads.
+fn challenger() -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let address = listener.local_addr().unwrap().to_string();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                // A TLS hello (the HTTPS probe) or a hang-up: next.
+                if stream.read(&mut byte).unwrap_or(0) == 0 || (head.is_empty() && byte[0] == 0x16)
+                {
+                    break;
+                }
+                head.push(byte[0]);
+            }
+            if !head.ends_with(b"\r\n\r\n") {
+                continue;
+            }
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&head).into_owned());
+            let _ = stream.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"registry\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    (address, heads)
 }
 
 /// Runs `script` with the `python3` on `PATH` (the venv's, under `cargo

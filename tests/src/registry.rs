@@ -245,6 +245,13 @@ impl Drop for Registry {
     }
 }
 
+/// `sha256:HEX` of `bytes`: how a registry names a blob or manifest.
+pub fn digest(bytes: &[u8]) -> String {
+    let hash = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let hex: String = hash.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
 /// Why a start failed.
 enum Launch {
     /// Another process took the port: try another.

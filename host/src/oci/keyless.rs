@@ -6,6 +6,10 @@
 //! timestamp — and against an identity and OIDC issuer the trust policy
 //! names. The bundle is a layer of the artifact's signature manifest
 //! (`sha256-HEX.sig`), beside any key-pair signatures.
+//!
+//! What it signs is the manifest's bytes, which name no repository: unlike
+//! a key-pair signature's payload it carries no `docker-reference` to bind
+//! it to one, so it is bound to the digest only.
 
 use std::path::Path;
 use std::sync::Arc;

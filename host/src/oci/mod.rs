@@ -35,7 +35,7 @@ pub use reference::OciReference;
 pub use sign::{PublicKey, SigningKey};
 pub use trust::TrustPolicy;
 
-use self::reference::is_digest;
+use self::reference::{canonical_registry, is_digest};
 use self::store::Blobs;
 use crate::error::OciError;
 use crate::files::read_regular_file;
@@ -106,25 +106,35 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Registry credentials: `TOOLHOST_REGISTRY_USERNAME` and
-/// `TOOLHOST_REGISTRY_PASSWORD` for any registry, else the registry's entry
-/// in Docker's `config.json` (`$DOCKER_CONFIG/config.json` or
-/// `~/.docker/config.json`: `auth`, or `username` and `password`).
-/// Credential helpers are not run.
+/// Registry credentials, each for one registry (`HOST[:PORT]`):
+/// `TOOLHOST_REGISTRY_USERNAME` and `TOOLHOST_REGISTRY_PASSWORD` for the
+/// registries `TOOLHOST_REGISTRY_HOSTS` lists (comma-separated), else the
+/// registry's entry in Docker's `config.json` (`$DOCKER_CONFIG/config.json`
+/// or `~/.docker/config.json`: `auth`, or `username` and `password`).
+/// They are sent only to their registry, and only when it asks (a 401
+/// challenge). Credential helpers are not run.
 #[derive(Clone, Default)]
 pub struct Credentials {
-    any: Option<(String, String)>,
     registries: BTreeMap<String, (String, String)>,
 }
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Credentials")
-            .field("any", &self.any.as_ref().map(|(user, _)| user))
             .field("registries", &self.registries.keys().collect::<Vec<_>>())
             .finish()
     }
 }
+
+/// The user and password `Credentials::from_environment` reads, and the
+/// registries they are for: without that list they are sent nowhere, since
+/// any reference (`oci://attacker.example/x`) could name the registry.
+const USERNAME_VARIABLE: &str = "TOOLHOST_REGISTRY_USERNAME";
+const PASSWORD_VARIABLE: &str = "TOOLHOST_REGISTRY_PASSWORD";
+const HOSTS_VARIABLE: &str = "TOOLHOST_REGISTRY_HOSTS";
+
+/// Said once per process, however often the environment is read.
+static UNSCOPED_WARNING: std::sync::Once = std::sync::Once::new();
 
 /// The largest Docker config file read.
 const MAX_DOCKER_CONFIG_BYTES: u64 = 1 << 20;
@@ -149,36 +159,49 @@ impl Credentials {
     }
 
     /// From the environment and Docker's config file, as documented on
-    /// the type. A malformed config file is an error naming it.
+    /// the type. A malformed config file is an error naming it. A user and
+    /// password without `TOOLHOST_REGISTRY_HOSTS` are not used, and a
+    /// warning (once) says so.
     pub fn from_environment() -> Result<Credentials, OciError> {
         let mut credentials = Credentials::default();
-        if let (Ok(user), Ok(password)) = (
-            std::env::var("TOOLHOST_REGISTRY_USERNAME"),
-            std::env::var("TOOLHOST_REGISTRY_PASSWORD"),
-        ) {
-            credentials.any = Some((user, password));
-        }
-        let path = match std::env::var_os("DOCKER_CONFIG") {
-            Some(dir) => PathBuf::from(dir).join("config.json"),
-            None => match std::env::var_os("HOME") {
-                Some(home) => PathBuf::from(home).join(".docker").join("config.json"),
-                None => return Ok(credentials),
-            },
+        let config = match std::env::var_os("DOCKER_CONFIG") {
+            Some(dir) => Some(PathBuf::from(dir).join("config.json")),
+            None => std::env::var_os("HOME")
+                .map(|home| PathBuf::from(home).join(".docker").join("config.json")),
         };
-        if path.exists() {
+        if let Some(path) = config.filter(|path| path.exists()) {
             credentials.registries = docker_config(&path)?;
+        }
+        let var = |name| std::env::var(name).ok();
+        match (
+            var(USERNAME_VARIABLE),
+            var(PASSWORD_VARIABLE),
+            var(HOSTS_VARIABLE),
+        ) {
+            (Some(user), Some(password), Some(hosts)) => {
+                for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+                    credentials = credentials.with(host, user.clone(), password.clone());
+                }
+            }
+            (Some(_), Some(_), None) => UNSCOPED_WARNING.call_once(|| {
+                tracing::warn!(
+                    "{USERNAME_VARIABLE} and {PASSWORD_VARIABLE} are not used: set {HOSTS_VARIABLE} to the registries they are for (HOST[:PORT], comma-separated), so that they are never sent to a registry a reference merely names"
+                );
+            }),
+            _ => {}
         }
         Ok(credentials)
     }
 
-    /// Uses `user` and `password` for `registry`.
+    /// Uses `user` and `password` for `registry` (`HOST[:PORT]`) only.
     pub fn with(mut self, registry: impl Into<String>, user: String, password: String) -> Self {
-        self.registries.insert(registry.into(), (user, password));
+        let registry = canonical_registry(&registry.into());
+        self.registries.insert(registry, (user, password));
         self
     }
 
     fn auth(&self, registry: &str) -> RegistryAuth {
-        match self.any.as_ref().or_else(|| self.registries.get(registry)) {
+        match self.registries.get(&canonical_registry(registry)) {
             Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
             None => RegistryAuth::Anonymous,
         }
@@ -201,7 +224,7 @@ fn docker_config(path: &Path) -> Result<BTreeMap<String, (String, String)>, OciE
         let host = registry
             .trim_start_matches("https://")
             .trim_start_matches("http://");
-        let host = host.split('/').next().unwrap_or(host).to_owned();
+        let host = canonical_registry(host.split('/').next().unwrap_or(host));
         let pair = match (auth.auth, auth.username, auth.password) {
             (Some(encoded), _, _) => {
                 let decoded = base64::engine::general_purpose::STANDARD
@@ -239,6 +262,8 @@ pub struct Distribution {
     roots: Vec<Vec<u8>>,
     credentials: Credentials,
     lock: Option<(PathBuf, Lock)>,
+    /// [`OCI_READ_TIMEOUT`], shorter in tests.
+    read_timeout: Duration,
 }
 
 /// A plugin pulled, verified and stored, ready to compile.
@@ -343,9 +368,13 @@ struct Session<'a> {
     http: reqwest::Client,
     scheme: &'static str,
     auth: RegistryAuth,
-    /// The pull token from the registry's challenge, once asked for.
+    /// Once the registry has challenged a manifest request (401): its pull
+    /// token, or `None` when it takes basic authentication. Until then
+    /// manifests are asked for anonymously.
     token: Option<Option<String>>,
     offline: Option<String>,
+    /// How long the registry may send nothing ([`OCI_READ_TIMEOUT`]).
+    read_timeout: Duration,
 }
 
 impl Distribution {
@@ -363,7 +392,15 @@ impl Distribution {
                 Credentials::none()
             }),
             lock: None,
+            read_timeout: OCI_READ_TIMEOUT,
         }
+    }
+
+    /// Waits `limit` (not [`OCI_READ_TIMEOUT`]) for a silent registry.
+    #[cfg(test)]
+    fn read_timeout(mut self, limit: Duration) -> Self {
+        self.read_timeout = limit;
+        self
     }
 
     /// The trust policy signatures are checked against.
@@ -495,7 +532,7 @@ impl Distribution {
             let manifest = self.manifest(&mut session, &digest).await?;
             let layer = wasm_layer(&parsed, &digest, &manifest, u64::MAX)?;
             let signatures = self.signatures(&mut session, &digest).await?;
-            let signatures = self.signers(&parsed.repository_path(), &digest, &signatures);
+            let signatures = self.signers(&parsed, &digest, &signatures);
             Ok(Inspection {
                 reference: parsed.to_string(),
                 digest,
@@ -641,14 +678,22 @@ impl Distribution {
     }
 
     /// For each signature found, its signer if one trusted for
-    /// `repository` verifies it, else `None`.
-    fn signers(&self, repository: &str, digest: &str, found: &Signatures) -> Vec<Option<String>> {
-        let keys = self.trust.keys(repository);
-        let keyless = self.trust.keyless(repository);
+    /// `reference`'s repository verifies it (as loading would), else `None`.
+    fn signers(
+        &self,
+        reference: &OciReference,
+        digest: &str,
+        found: &Signatures,
+    ) -> Vec<Option<String>> {
+        let repository = reference.repository_path();
+        let keys = self.trust.keys(&repository);
+        let keyless = self.trust.keyless(&repository);
+        let bound = self.bound(reference);
         let simple = found.simple.iter().map(|(payload, signature)| {
             keys.iter()
                 .find(|k| {
-                    k.verifies(payload, signature) && sign::check_payload(payload, digest).is_ok()
+                    k.verifies(payload, signature)
+                        && sign::check_payload(payload, digest, bound).is_ok()
                 })
                 .map(|k| k.fingerprint().to_owned())
         });
@@ -657,6 +702,15 @@ impl Distribution {
             .iter()
             .map(|bundle| keyless::verify_any(&keyless, bundle, digest).ok());
         simple.chain(bundles).collect()
+    }
+
+    /// The reference whose repository a key-pair signature must have been
+    /// made for, unless the trust policy accepts any for it.
+    fn bound<'r>(&self, reference: &'r OciReference) -> Option<&'r OciReference> {
+        let any = self
+            .trust
+            .any_reference_allowed(&reference.repository_path());
+        (!any).then_some(reference)
     }
 
     /// Signs the artifact `reference` names (already pushed) with `key`,
@@ -762,7 +816,7 @@ impl Distribution {
                 .collect(),
             platform_resolver: None,
             connect_timeout: Some(OCI_CONNECT_TIMEOUT),
-            read_timeout: Some(OCI_READ_TIMEOUT),
+            read_timeout: Some(self.read_timeout),
             ..ClientConfig::default()
         };
         Ok(Session {
@@ -773,6 +827,7 @@ impl Distribution {
             auth: self.credentials.auth(reference.registry()),
             token: None,
             offline: None,
+            read_timeout: self.read_timeout,
         })
     }
 
@@ -781,7 +836,7 @@ impl Distribution {
     fn http_client(&self, reference: &OciReference) -> Result<reqwest::Client, OciError> {
         let mut http = reqwest::Client::builder()
             .connect_timeout(OCI_CONNECT_TIMEOUT)
-            .read_timeout(OCI_READ_TIMEOUT)
+            .read_timeout(self.read_timeout)
             .redirect(reqwest::redirect::Policy::none());
         for pem in &self.roots {
             let certificate =
@@ -882,16 +937,19 @@ impl Distribution {
             };
         }
         let signatures = self.signatures(session, digest).await?;
+        let bound = self.bound(reference);
         let mut bad = None;
         for (payload, signature) in &signatures.simple {
             if let Some(key) = keys.iter().find(|k| k.verifies(payload, signature)) {
-                match sign::check_payload(payload, digest) {
+                match sign::check_payload(payload, digest, bound) {
                     Ok(()) => return Ok(Some(key.fingerprint().to_owned())),
                     Err(reason) => bad = Some(reason),
                 }
             }
         }
         let mut other_signers = Vec::new();
+        // A bundle signs the manifest's bytes, which name no repository:
+        // nothing in it to bind to this one (see keyless.rs).
         for bundle in &signatures.bundles {
             match keyless::verify_any(&keyless, bundle, digest) {
                 Ok(signer) => return Ok(Some(signer)),
@@ -1091,16 +1149,27 @@ impl Session<'_> {
                 Failure::NotFound
             }
             OciDistributionError::ServerError { code: 404, .. } => Failure::NotFound,
-            OciDistributionError::DigestError(
-                oci_client::errors::DigestError::VerificationError { expected, actual },
-            ) => Failure::Refused(OciError::DigestMismatch {
-                reference: self.reference.to_string(),
-                what: "manifest",
-                expected,
-                actual,
-            }),
+            OciDistributionError::UnauthorizedError { .. } => Failure::Refused(self.unauthorized()),
             other => Failure::Refused(self.refused(error_chain(&other))),
         }
+    }
+
+    /// The registry answered 401 to what credentials Toolhost had for it.
+    fn unauthorized(&self) -> OciError {
+        let registry = self.reference.registry();
+        self.refused(format!(
+            "it answered 401 Unauthorized: it wants credentials for {registry} that Toolhost was not given, or refused the ones given; log in (`docker login {registry}`) or set {USERNAME_VARIABLE}, {PASSWORD_VARIABLE} and {HOSTS_VARIABLE}={registry}"
+        ))
+    }
+
+    /// The registry went silent for the read timeout while `descriptor`
+    /// was arriving.
+    fn silent(&self, what: &str, descriptor: &Descriptor) -> OciError {
+        self.refused(format!(
+            "it timed out: nothing arrived for {} (OCI_READ_TIMEOUT) while its {what} {} was being pulled, so the pull was abandoned; retry, and if it recurs check the registry and the network to it",
+            humantime::format_duration(self.read_timeout),
+            descriptor.digest
+        ))
     }
 
     async fn authenticate(&self, operation: RegistryOperation) -> Result<(), OciError> {
@@ -1119,12 +1188,11 @@ impl Session<'_> {
         Ok((sha256_digest(&bytes), bytes))
     }
 
-    /// The pull token, asked for once (oci-client answers the registry's
-    /// challenge and keeps it for blob pulls too).
-    async fn token(&mut self) -> Result<Option<String>, Failure> {
-        if let Some(token) = &self.token {
-            return Ok(token.clone());
-        }
+    /// Answers the registry's challenge, keeping its pull token, or `None`
+    /// for basic authentication (oci-client reads the challenge of
+    /// `GET /v2/`, asks the token service with the credentials, and keeps
+    /// the token for blob pulls too).
+    async fn challenged(&mut self) -> Result<(), Failure> {
         let token = self
             .client
             .auth(
@@ -1134,8 +1202,24 @@ impl Session<'_> {
             )
             .await
             .map_err(|e| self.failure(e))?;
-        self.token = Some(token.clone());
-        Ok(token)
+        self.token = Some(token);
+        Ok(())
+    }
+
+    /// A manifest request, with the token or the credentials once the
+    /// registry has challenged.
+    fn manifest_request(&self, url: &str) -> reqwest::RequestBuilder {
+        let request = self
+            .http
+            .get(url)
+            .header(http::header::ACCEPT, OCI_MANIFEST);
+        match (&self.token, &self.auth) {
+            (Some(Some(token)), _) => request.bearer_auth(token),
+            (Some(None), RegistryAuth::Basic(user, password)) => {
+                request.basic_auth(user, Some(password))
+            }
+            _ => request,
+        }
     }
 
     /// The manifest `reference` names, read with a bound: refused as soon
@@ -1145,7 +1229,6 @@ impl Session<'_> {
         reference: &OciReference,
         what: &'static str,
     ) -> Result<Vec<u8>, Failure> {
-        let token = self.token().await?;
         let url = format!(
             "{}://{}/v2/{}/manifests/{}",
             self.scheme,
@@ -1153,26 +1236,43 @@ impl Session<'_> {
             reference.repository(),
             reference.digest().or(reference.tag()).unwrap_or_default()
         );
-        let mut request = self
-            .http
-            .get(url)
-            .header(http::header::ACCEPT, OCI_MANIFEST);
-        request = match (token, &self.auth) {
-            (Some(token), _) => request.bearer_auth(token),
-            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
-            (None, _) => request,
-        };
-        let unreachable = |e: reqwest::Error| {
+        let named = self.reference;
+        let unreachable = move |e: reqwest::Error| {
             if unreachable(&e) {
                 Failure::Unreachable(error_chain(&e))
             } else {
-                Failure::Refused(self.refused(error_chain(&e)))
+                Failure::Refused(OciError::Registry {
+                    reference: named.to_string(),
+                    reason: error_chain(&e),
+                })
             }
         };
-        let mut response = request.send().await.map_err(unreachable)?;
+        let mut response = self
+            .manifest_request(&url)
+            .send()
+            .await
+            .map_err(unreachable)?;
+        // Credentials go only in answer to this registry's own challenge,
+        // never unasked: a registry that does not ask gets none.
+        if response.status() == reqwest::StatusCode::UNAUTHORIZED && self.token.is_none() {
+            self.challenged().await?;
+            if matches!(
+                (&self.token, &self.auth),
+                (Some(Some(_)), _) | (_, RegistryAuth::Basic(..))
+            ) {
+                response = self
+                    .manifest_request(&url)
+                    .send()
+                    .await
+                    .map_err(unreachable)?;
+            }
+        }
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND {
             return Err(Failure::NotFound);
+        }
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(Failure::Refused(self.unauthorized()));
         }
         if !status.is_success() {
             return Err(Failure::Refused(
@@ -1242,8 +1342,11 @@ impl Session<'_> {
             let chunk = match chunk {
                 Ok(chunk) => chunk,
                 // oci-client's own digest check ends the stream with an
-                // error; ours below names both digests.
-                Err(_) if total == descriptor.size => break,
+                // error (whatever the length, and against the registry's
+                // digest header when it names another); ours below decides,
+                // naming both digests.
+                Err(e) if is_digest_failure(&e) => break,
+                Err(e) if timed_out(&e) => return Err(self.silent(what, descriptor)),
                 Err(e) => return Err(self.refused(format!("reading its {what}: {e}"))),
             };
             total += chunk.len() as u64;
@@ -1496,6 +1599,24 @@ fn tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
         .is_some_and(|inner| tls_failure(inner))
 }
 
+/// Whether a blob stream ended with oci-client's digest check failing.
+fn is_digest_failure(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<oci_client::errors::DigestError>())
+}
+
+/// Whether `e` is a read that timed out, itself or inside (nested) I/O
+/// errors (oci-client wraps reqwest's body errors in one).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    if let Some(e) = e.downcast_ref::<reqwest::Error>() {
+        return e.is_timeout();
+    }
+    e.downcast_ref::<std::io::Error>().is_some_and(|io| {
+        io.kind() == std::io::ErrorKind::TimedOut
+            || io.get_ref().is_some_and(|inner| timed_out(inner))
+    })
+}
+
 /// An error and its sources on one line.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
@@ -1517,15 +1638,16 @@ mod tests {
     use super::*;
 
     /// A hostile registry on loopback: answers `GET /v2/` with 200 and
-    /// every other request with `answer(path)` (a whole HTTP response),
-    /// recording each request's path.
+    /// every other request with `answer(path)` (a whole HTTP response; one
+    /// shorter than its `Content-Length` is left open and silent, as a
+    /// registry that stalls), recording each request's head.
     async fn hostile(
         answer: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static,
     ) -> (String, Arc<Mutex<Vec<String>>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
-        let paths = Arc::new(Mutex::new(Vec::new()));
-        let (seen, answer) = (paths.clone(), Arc::new(answer));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (seen, answer) = (requests.clone(), Arc::new(answer));
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
                 let (seen, answer) = (seen.clone(), answer.clone());
@@ -1544,7 +1666,7 @@ mod tests {
                     }
                     let head = String::from_utf8_lossy(&head).into_owned();
                     let path = head.split(' ').nth(1).unwrap_or("").to_owned();
-                    seen.lock().unwrap().push(path.clone());
+                    seen.lock().unwrap().push(head);
                     let response = if path == "/v2/" {
                         b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
                             .to_vec()
@@ -1552,11 +1674,77 @@ mod tests {
                         answer(&path)
                     };
                     let _ = stream.write_all(&response).await;
+                    if short(&response) {
+                        // Silent until the client gives up and hangs up.
+                        let _ = stream.read(&mut byte).await;
+                        return;
+                    }
                     let _ = stream.shutdown().await;
                 });
             }
         });
-        (address, paths)
+        (address, requests)
+    }
+
+    /// Whether an HTTP response's body is shorter than its `Content-Length`.
+    fn short(response: &[u8]) -> bool {
+        let Some(end) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
+            return false;
+        };
+        let body = response.len() - end - 4;
+        String::from_utf8_lossy(&response[..end])
+            .lines()
+            .filter_map(|line| line.split_once(':'))
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+            .is_some_and(|length| body < length)
+    }
+
+    /// An HTTP 200 response with `body` (declared `length` bytes long) and
+    /// `headers` (each ending in CRLF).
+    fn ok(body: &[u8], length: usize, headers: &str) -> Vec<u8> {
+        let mut response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n{headers}Connection: close\r\n\r\n"
+        )
+        .into_bytes();
+        response.extend_from_slice(body);
+        response
+    }
+
+    /// A hostile registry serving one wasm artifact at tag `1`: its
+    /// manifest (naming `layer`'s digest and size), an empty JSON config,
+    /// and `response` (a whole HTTP response) for the layer.
+    async fn artifact(layer: &[u8], response: Vec<u8>) -> (String, Arc<Mutex<Vec<String>>>) {
+        let config = b"{}";
+        let manifest = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": WASM_CONFIG_MEDIA_TYPE, "digest": sha256_digest(config), "size": config.len()},
+            "layers": [{"mediaType": WASM_LAYER_MEDIA_TYPE, "digest": sha256_digest(layer), "size": layer.len()}],
+        }))
+        .unwrap();
+        let config_digest = sha256_digest(config);
+        hostile(move |path| {
+            if path.ends_with("/manifests/1") {
+                let content_type = format!("Content-Type: {OCI_MANIFEST}\r\n");
+                ok(&manifest, manifest.len(), &content_type)
+            } else if path.ends_with(&config_digest) {
+                ok(config, config.len(), "")
+            } else if path.contains("/blobs/") {
+                response.clone()
+            } else {
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()
+            }
+        })
+        .await
+    }
+
+    /// A distribution with its own store, no credentials, every repository
+    /// allowed unsigned.
+    fn unsigned(store: &Path) -> Distribution {
+        Distribution::new(store)
+            .credentials(Credentials::none())
+            .trust(TrustPolicy::new().allow_unsigned("*"))
     }
 
     #[tokio::test]
@@ -1569,9 +1757,7 @@ mod tests {
         })
         .await;
         let store = tempfile::tempdir().unwrap();
-        let distribution = Distribution::new(store.path())
-            .credentials(Credentials::none())
-            .trust(TrustPolicy::new().allow_unsigned("*"));
+        let distribution = unsigned(store.path());
         let reference = format!("oci://{address}/big/manifest:1");
         let err = distribution.fetch(&reference, 1 << 20).await.unwrap_err();
         assert!(
@@ -1595,7 +1781,7 @@ mod tests {
             "layers": [{"mediaType": WASM_LAYER_MEDIA_TYPE, "digest": sha256_digest(b"x"), "size": 300u64 << 20}],
         }))
         .unwrap();
-        let (address, paths) = hostile(move |_| {
+        let (address, requests) = hostile(move |_| {
             let mut response = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: {OCI_MANIFEST}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 manifest.len()
@@ -1606,9 +1792,7 @@ mod tests {
         })
         .await;
         let store = tempfile::tempdir().unwrap();
-        let distribution = Distribution::new(store.path())
-            .credentials(Credentials::none())
-            .trust(TrustPolicy::new().allow_unsigned("*"));
+        let distribution = unsigned(store.path());
         let err = distribution
             .fetch(&format!("oci://{address}/big/layer:1"), 256 << 20)
             .await
@@ -1617,8 +1801,11 @@ mod tests {
             matches!(&err, OciError::TooLarge { what: "layer", limit, .. } if *limit == 256 << 20),
             "{err}"
         );
-        let paths = paths.lock().unwrap();
-        assert!(paths.iter().all(|p| !p.contains("/blobs/")), "{paths:?}");
+        let requests = requests.lock().unwrap();
+        assert!(
+            requests.iter().all(|r| !r.contains("/blobs/")),
+            "{requests:?}"
+        );
     }
 
     #[tokio::test]
@@ -1649,5 +1836,101 @@ mod tests {
             .await
             .unwrap_err();
         assert!(unreachable(&e), "{}", error_chain(&e));
+    }
+
+    #[tokio::test]
+    async fn r41_a_layer_of_other_bytes_is_a_digest_mismatch_naming_both_digests() {
+        let layer = [7u8; 64];
+        let forged = b"not the layer".to_vec();
+        let same_length = [8u8; 64];
+        for (served, headers) in [
+            // Shorter than declared: oci-client's own check ended the stream.
+            (forged, String::new()),
+            // The registry's digest header vouching for the forged bytes.
+            (
+                same_length.to_vec(),
+                format!("Docker-Content-Digest: {}\r\n", sha256_digest(&same_length)),
+            ),
+        ] {
+            let response = ok(&served, served.len(), &headers);
+            let (address, _) = artifact(&layer, response).await;
+            let store = tempfile::tempdir().unwrap();
+            let reference = format!("oci://{address}/forged/layer:1");
+            let err = unsigned(store.path())
+                .fetch(&reference, 1 << 20)
+                .await
+                .unwrap_err();
+            match &err {
+                OciError::DigestMismatch {
+                    reference: named,
+                    what: "layer",
+                    expected,
+                    actual,
+                } => {
+                    assert_eq!(named, &reference);
+                    assert_eq!(expected, &sha256_digest(&layer));
+                    assert_eq!(actual, &sha256_digest(&served));
+                }
+                other => panic!("not a digest mismatch: {other}"),
+            }
+            let layer_file = store
+                .path()
+                .join("blobs/sha256")
+                .join(&sha256_digest(&layer)["sha256:".len()..]);
+            assert!(!layer_file.exists(), "the forged layer is not kept");
+        }
+    }
+
+    #[tokio::test]
+    async fn r41_a_registry_silent_mid_layer_is_reported_as_timed_out() {
+        let layer = [7u8; 4096];
+        // Half the layer, then nothing, the connection left open.
+        let (address, _) = artifact(&layer, ok(&layer[..2048], layer.len(), "")).await;
+        let store = tempfile::tempdir().unwrap();
+        let reference = format!("oci://{address}/silent/layer:1");
+        let limit = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let err = unsigned(store.path())
+            .read_timeout(limit)
+            .fetch(&reference, 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10), "{err}");
+        let text = err.to_string();
+        assert!(
+            matches!(&err, OciError::Registry { reference: named, .. } if named == &reference),
+            "{text}"
+        );
+        for part in [
+            "timed out",
+            "300ms",
+            "OCI_READ_TIMEOUT",
+            &sha256_digest(&layer),
+            "retry",
+        ] {
+            assert!(text.contains(part), "{part} not in: {text}");
+        }
+        assert!(!text.contains("decoding"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn r41_credentials_are_sent_only_after_the_registry_challenges() {
+        let layer = [7u8; 64];
+        let (address, requests) = artifact(&layer, ok(&layer, layer.len(), "")).await;
+        let store = tempfile::tempdir().unwrap();
+        // Credentials for this very registry, which never asks for them.
+        let credentials = Credentials::none().with(&address, "alice".into(), "s3cret".into());
+        unsigned(store.path())
+            .credentials(credentials)
+            .fetch(&format!("oci://{address}/open/registry:1"), 1 << 20)
+            .await
+            .unwrap();
+        let requests = requests.lock().unwrap();
+        assert!(requests.len() >= 3, "{requests:?}");
+        let sent: Vec<&String> = requests
+            .iter()
+            .filter(|r| r.to_ascii_lowercase().contains("\nauthorization:"))
+            .collect();
+        assert!(sent.is_empty(), "credentials sent unasked: {sent:?}");
     }
 }

@@ -9,6 +9,12 @@ use crate::model::plugin::OCI_SCHEME;
 /// The longest reference accepted, as the distribution spec bounds names.
 const MAX_REFERENCE_LEN: usize = 512;
 
+/// Docker Hub's names; the first is the one cosign writes in signatures.
+const DOCKER_HUB: [&str; 3] = ["index.docker.io", "docker.io", "registry-1.docker.io"];
+
+/// The port a registry named without one is reached on (HTTPS).
+const DEFAULT_PORT: &str = ":443";
+
 /// A plugin in an OCI registry, named by tag or by digest (or both: the
 /// digest wins and the tag is only shown).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -99,6 +105,12 @@ impl OciReference {
         format!("{}/{}", self.registry, self.repository)
     }
 
+    /// The repository as it compares with the one a signature names
+    /// ([`canonical_repository`]).
+    pub(crate) fn canonical_repository(&self) -> String {
+        canonical(&self.registry, &self.repository)
+    }
+
     /// The tag, if it names one.
     pub fn tag(&self) -> Option<&str> {
         self.tag.as_deref()
@@ -162,6 +174,50 @@ impl fmt::Display for OciReference {
     }
 }
 
+/// A registry as it compares: lowercase, without the default port, and
+/// Docker Hub by one name.
+pub(crate) fn canonical_registry(registry: &str) -> String {
+    let registry = registry.to_ascii_lowercase();
+    let host = registry.strip_suffix(DEFAULT_PORT).unwrap_or(&registry);
+    if DOCKER_HUB.contains(&host) {
+        DOCKER_HUB[0].to_owned()
+    } else {
+        host.to_owned()
+    }
+}
+
+/// The repository a Docker reference (`[REGISTRY/]REPOSITORY[:TAG][@DIGEST]`,
+/// as a signature payload's `docker-reference` names it) is in, as
+/// `REGISTRY/REPOSITORY`, read as Docker and cosign read it: the first part
+/// is the registry only if it has a `.` or a `:` or is `localhost`, else
+/// the repository is Docker Hub's, where a one-part name is under `library/`.
+pub(crate) fn canonical_repository(reference: &str) -> String {
+    let name = reference
+        .split_once('@')
+        .map_or(reference, |(name, _)| name);
+    let name = match name.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => name,
+        _ => name,
+    };
+    match name.split_once('/') {
+        Some((registry, repository))
+            if registry.contains(['.', ':']) || registry == "localhost" =>
+        {
+            canonical(registry, repository)
+        }
+        _ => canonical(DOCKER_HUB[0], name),
+    }
+}
+
+fn canonical(registry: &str, repository: &str) -> String {
+    let registry = canonical_registry(registry);
+    if registry == DOCKER_HUB[0] && !repository.contains('/') {
+        format!("{registry}/library/{repository}")
+    } else {
+        format!("{registry}/{repository}")
+    }
+}
+
 /// `sha256:` and 64 lowercase hex digits: the only digests accepted, from
 /// a user or a registry.
 pub(crate) fn is_digest(text: &str) -> bool {
@@ -208,6 +264,64 @@ mod tests {
         assert_eq!((pinned.tag(), pinned.digest()), (None, Some(DIGEST)));
         assert!(!pinned.on_loopback());
         assert_eq!(pinned.repository_path(), "ghcr.io/a/b");
+    }
+
+    #[test]
+    fn r41_repositories_compare_as_cosign_names_them() {
+        let prod = OciReference::parse("oci://ghcr.io/acme/prod-tool:1.0").unwrap();
+        for same in [
+            "ghcr.io/acme/prod-tool",
+            "ghcr.io:443/acme/prod-tool",
+            "GHCR.io/acme/prod-tool:2.0",
+            &format!("ghcr.io/acme/prod-tool@{DIGEST}"),
+            &format!("ghcr.io/acme/prod-tool:1.0@{DIGEST}"),
+        ] {
+            assert_eq!(
+                canonical_repository(same),
+                prod.canonical_repository(),
+                "{same}"
+            );
+        }
+        for other in [
+            "ghcr.io/acme/sandbox-tool",
+            "ghcr.io/acme/prod-tool/x",
+            "ghcr.io:8443/acme/prod-tool",
+            "evil.example/acme/prod-tool",
+            "acme/prod-tool",
+        ] {
+            assert_ne!(
+                canonical_repository(other),
+                prod.canonical_repository(),
+                "{other}"
+            );
+        }
+        // Docker Hub, however written.
+        let hub = OciReference::parse("oci://docker.io/ubuntu:24.04").unwrap();
+        assert_eq!(hub.canonical_repository(), "index.docker.io/library/ubuntu");
+        for same in [
+            "ubuntu",
+            "ubuntu:24.04",
+            "library/ubuntu",
+            "docker.io/library/ubuntu",
+            "index.docker.io/library/ubuntu",
+            "registry-1.docker.io/library/ubuntu",
+        ] {
+            assert_eq!(
+                canonical_repository(same),
+                hub.canonical_repository(),
+                "{same}"
+            );
+        }
+        // A registry with a port, no dot: still the registry.
+        let local = OciReference::parse("oci://localhost:5000/tools/echo:1").unwrap();
+        assert_eq!(
+            canonical_repository("localhost:5000/tools/echo:1"),
+            local.canonical_repository()
+        );
+        assert_eq!(
+            canonical_repository("localhost/tools/echo"),
+            "localhost/tools/echo"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use ring::signature::{
 };
 use serde_json::{Value, json};
 
+use super::reference::{OciReference, canonical_repository};
 use crate::error::OciError;
 use crate::files::read_regular_file;
 
@@ -173,8 +174,15 @@ pub(crate) fn payload(repository: &str, digest: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Checks that a verified payload signs the manifest `digest`.
-pub(crate) fn check_payload(payload: &[u8], digest: &str) -> Result<(), String> {
+/// Checks that a verified payload signs the manifest `digest` and, given
+/// `reference`, was made for its repository (registry and repository, as
+/// cosign compares them: a valid signature copied from another repository
+/// holding the same manifest is refused).
+pub(crate) fn check_payload(
+    payload: &[u8],
+    digest: &str,
+    reference: Option<&OciReference>,
+) -> Result<(), String> {
     let value: Value =
         serde_json::from_slice(payload).map_err(|e| format!("its payload is not JSON ({e})"))?;
     let critical = &value["critical"];
@@ -182,11 +190,26 @@ pub(crate) fn check_payload(payload: &[u8], digest: &str) -> Result<(), String> 
         return Err(format!("its payload's type is not \"{PAYLOAD_TYPE}\""));
     }
     match critical["image"]["docker-manifest-digest"].as_str() {
-        Some(signed) if signed == digest => Ok(()),
+        Some(signed) if signed == digest => {}
+        Some(signed) => {
+            return Err(format!(
+                "the signature is valid but signs {signed}, another manifest: a signature copied from another artifact"
+            ));
+        }
+        None => return Err("its payload names no manifest digest".into()),
+    }
+    let Some(reference) = reference else {
+        return Ok(());
+    };
+    let loading = reference.repository_path();
+    match critical["identity"]["docker-reference"].as_str() {
+        Some(signed) if canonical_repository(signed) == reference.canonical_repository() => Ok(()),
         Some(signed) => Err(format!(
-            "the signature is valid but signs {signed}, another manifest: a signature copied from another artifact"
+            "the signature is valid but was made for {signed}, not {loading}: a signature copied from another repository; only if {loading} holds copies of that repository's plugins on purpose, accept it with `any-reference = true` in the trust rule for {loading}"
         )),
-        None => Err("its payload names no manifest digest".into()),
+        None => Err(format!(
+            "its payload names no repository (critical.identity.docker-reference), so it cannot be bound to {loading}; only if that is expected, accept it with `any-reference = true` in the trust rule for {loading}"
+        )),
     }
 }
 
@@ -264,10 +287,10 @@ mod tests {
         assert!(public.verifies(&message, &signature));
         assert!(!theirs.public_key().verifies(&message, &signature));
         assert!(!public.verifies(b"another payload", &signature));
-        check_payload(&message, &digest).unwrap();
+        check_payload(&message, &digest, None).unwrap();
         let other = format!("sha256:{}", "b".repeat(64));
         assert!(
-            check_payload(&message, &other)
+            check_payload(&message, &other, None)
                 .unwrap_err()
                 .contains("another manifest")
         );
@@ -275,6 +298,45 @@ mod tests {
             signature_tag(&digest),
             format!("sha256-{}.sig", "a".repeat(64))
         );
+    }
+
+    #[test]
+    fn r41_a_payload_made_for_another_repository_is_refused_unless_any_is_accepted() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let prod = OciReference::parse("oci://r.io/acme/prod-tool:1.0").unwrap();
+        let sandbox = payload("r.io/acme/sandbox-tool", &digest);
+        let reason = check_payload(&sandbox, &digest, Some(&prod)).unwrap_err();
+        assert!(
+            reason.starts_with(
+                "the signature is valid but was made for r.io/acme/sandbox-tool, not r.io/acme/prod-tool"
+            ),
+            "{reason}"
+        );
+        assert!(reason.contains("any-reference = true"), "{reason}");
+        check_payload(&sandbox, &digest, None).unwrap();
+        // The same repository, written with the default port or a tag.
+        for same in [
+            "r.io/acme/prod-tool",
+            "r.io:443/acme/prod-tool",
+            "r.io/acme/prod-tool:1.0",
+        ] {
+            check_payload(&payload(same, &digest), &digest, Some(&prod)).unwrap();
+        }
+        // Docker Hub as cosign names it, for a reference written docker.io.
+        let hub = OciReference::parse("oci://docker.io/acme/prod-tool:1.0").unwrap();
+        check_payload(
+            &payload("index.docker.io/acme/prod-tool", &digest),
+            &digest,
+            Some(&hub),
+        )
+        .unwrap();
+        // No repository named at all: not bound, so refused.
+        let unbound = json!({
+            "critical": {"image": {"docker-manifest-digest": digest}, "type": PAYLOAD_TYPE},
+        })
+        .to_string();
+        let reason = check_payload(unbound.as_bytes(), &digest, Some(&prod)).unwrap_err();
+        assert!(reason.contains("names no repository"), "{reason}");
     }
 
     #[test]

@@ -15,14 +15,16 @@ use crate::files::read_regular_file;
 /// The largest trust policy file read.
 const MAX_POLICY_BYTES: u64 = 1024 * 1024;
 
-/// Keys and keyless signers per repository pattern, and repositories
-/// allowed unsigned. A pattern matches `REGISTRY/REPOSITORY`; `*` matches
+/// Keys and keyless signers per repository pattern, repositories allowed
+/// unsigned, and repositories whose signatures may have been made for
+/// another repository. A pattern matches `REGISTRY/REPOSITORY`; `*` matches
 /// any run of characters (`/` too), `?` one.
 #[derive(Debug, Clone, Default)]
 pub struct TrustPolicy {
     rules: Vec<(String, PublicKey)>,
     keyless: Vec<(String, KeylessSigner)>,
     unsigned: Vec<String>,
+    any_reference: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -44,6 +46,8 @@ struct RuleFile {
     trusted_root: Option<String>,
     #[serde(default)]
     unsigned: bool,
+    #[serde(default, rename = "any-reference")]
+    any_reference: bool,
 }
 
 #[derive(Deserialize)]
@@ -84,6 +88,17 @@ impl TrustPolicy {
         self
     }
 
+    /// Accepts, for the repositories `pattern` matches, a key-pair
+    /// signature whose payload names another repository (or none): for a
+    /// repository that holds copies of another's plugins, signatures
+    /// included (`cosign copy`). By default such a signature is refused, so
+    /// that one signed for `…/sandbox-tool` cannot vouch for `…/prod-tool`
+    /// when both hold the same manifest.
+    pub fn any_reference(mut self, pattern: impl Into<String>) -> TrustPolicy {
+        self.any_reference.push(pattern.into());
+        self
+    }
+
     /// Reads a policy file (TOML) and adds its rules:
     ///
     /// ```toml
@@ -99,6 +114,11 @@ impl TrustPolicy {
     /// [[trust]]
     /// repository = "127.0.0.1:5000/scratch/*"
     /// unsigned = true
+    ///
+    /// [[trust]]                   # copies, signatures included, of another repository's plugins
+    /// repository = "registry.internal/mirror/*"
+    /// keys = ["acme.pub"]
+    /// any-reference = true
     /// ```
     pub fn read(mut self, path: &Path) -> Result<TrustPolicy, OciError> {
         let file_error = |reason: String| OciError::File {
@@ -125,6 +145,9 @@ impl TrustPolicy {
                     let signer = KeylessSigner::new(signer.identity, signer.issuer, root.clone());
                     self.keyless.push((rule.repository.clone(), signer));
                 }
+            }
+            if rule.any_reference {
+                self.any_reference.push(rule.repository.clone());
             }
             if rule.unsigned {
                 self.unsigned.push(rule.repository);
@@ -154,6 +177,13 @@ impl TrustPolicy {
     /// Whether `repository` may load without a valid signature.
     pub(crate) fn unsigned_allowed(&self, repository: &str) -> bool {
         self.unsigned
+            .iter()
+            .any(|pattern| WildMatch::new(pattern).matches(repository))
+    }
+
+    /// Whether `repository` accepts signatures made for another repository.
+    pub(crate) fn any_reference_allowed(&self, repository: &str) -> bool {
+        self.any_reference
             .iter()
             .any(|pattern| WildMatch::new(pattern).matches(repository))
     }
