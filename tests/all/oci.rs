@@ -147,6 +147,13 @@ impl Setup {
 
     /// A raw request to the registry: its status and body.
     fn http(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Vec<u8>) {
+        let (head, body) = self.exchange(method, path, body);
+        let status = head[9..12].parse().expect("a status");
+        (status, body)
+    }
+
+    /// A raw request to the registry: the response's head and body.
+    fn exchange(&self, method: &str, path: &str, body: Option<&[u8]>) -> (String, Vec<u8>) {
         let mut stream = TcpStream::connect(self.registry.address()).expect("the registry");
         let mut request = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/vnd.oci.image.manifest.v1+json\r\nConnection: close\r\n",
@@ -170,8 +177,45 @@ impl Setup {
             .position(|w| w == b"\r\n\r\n")
             .expect("a response head");
         let head = String::from_utf8_lossy(&response[..split]).into_owned();
-        let status = head[9..12].parse().expect("a status");
-        (status, response[split + 4..].to_vec())
+        (head, response[split + 4..].to_vec())
+    }
+
+    /// Uploads `bytes` as a blob of the repository (a POST, then a PUT of
+    /// the whole); its digest.
+    fn upload(&self, bytes: &[u8]) -> String {
+        let (head, _) = self.exchange("POST", &format!("/v2/{REPOSITORY}/blobs/uploads/"), None);
+        assert!(head.starts_with("HTTP/1.1 202"), "{head}");
+        let location = head
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("location").then(|| value.trim())
+            })
+            .expect("an upload location");
+        let path = &location[location.find("/v2/").expect("a registry path")..];
+        let digest = sha256(bytes);
+        let separator = if path.contains('?') { '&' } else { '?' };
+        let put = format!("{path}{separator}digest={digest}");
+        assert_eq!(self.http("PUT", &put, Some(bytes)).0, 201);
+        digest
+    }
+
+    /// Makes `bundle` (Sigstore bundle JSON) the one signature of the
+    /// manifest `digest`, written straight to the registry (`toolhost sign
+    /// --bundle` attaches message signatures only).
+    fn attach(&self, digest: &str, bundle: &str) {
+        let config = self.upload(b"{}");
+        let layer = self.upload(bundle.as_bytes());
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 2},
+            "layers": [{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json", "digest": layer, "size": bundle.len()}],
+        });
+        let tag = digest.replacen(':', "-", 1) + ".sig";
+        let path = format!("/v2/{REPOSITORY}/manifests/{tag}");
+        let body = manifest.to_string();
+        assert_eq!(self.http("PUT", &path, Some(body.as_bytes())).0, 201);
     }
 
     /// The digest of the manifest's one layer (`inspect --json`).
@@ -1027,4 +1071,50 @@ fn r41_a_keyless_bundle_from_an_untrusted_instance_or_for_another_manifest_is_re
         stderr.contains("more than a Sigstore bundle can be"),
         "{stderr}"
     );
+}
+
+#[test]
+fn r41_a_keyless_attestation_for_another_repository_is_refused_unless_any_reference() {
+    let setup = Setup::new();
+    let instance = Instance::new();
+    let digest = setup.push(TEXT_TOOLS, "1.0", None);
+    let reference = setup.reference("1.0");
+    let repository = setup.repository();
+    // An in-toto attestation (build provenance, say) by the trusted
+    // identity, of this manifest as an artifact of `name`.
+    let attested = |name: &str| {
+        let statement = serde_json::json!({
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": name, "digest": {"sha256": digest.trim_start_matches("sha256:")}}],
+            "predicateType": "https://slsa.dev/provenance/v1",
+            "predicate": {},
+        });
+        instance.attest(&statement.to_string(), RELEASER.0, RELEASER.1)
+    };
+    let policy = setup.keyless_policy(&instance, RELEASER);
+
+    // Made for the sandbox repository of the same registry.
+    let sandbox = format!("{}/tools/sandbox-tool", setup.registry.address());
+    setup.attach(&digest, &attested(&sandbox));
+    let (code, _, stderr) = setup.echo(&reference, &["--trust", &policy]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{reference} ({digest}) was refused: bad signature: bad bundle: the attestation is valid but was made for {sandbox}, not {repository}"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(setup.compiled(), 0, "nothing compiled");
+
+    // Its rule accepting any reference: it loads.
+    let any = setup.path("any.toml");
+    let rule = setup.keyless_rule("trusted_root.json", RELEASER) + "any-reference = true\n";
+    std::fs::write(&any, rule).unwrap();
+    let (code, stdout, stderr) = setup.echo(&reference, &["--trust", any.to_str().unwrap()]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
+
+    // Made for this repository: it loads under the strict rule too.
+    setup.attach(&digest, &attested(&repository));
+    let (code, stdout, stderr) = setup.echo(&reference, &["--trust", &policy]);
+    assert_eq!((code, stdout.trim()), (0, "hi"), "{stderr}");
 }

@@ -3,8 +3,9 @@
 //! Rekor-style transparency log keys, the `trusted_root.json` that names
 //! them, and the bundles a keyless signer would get from them — a
 //! short-lived certificate for an identity and OIDC issuer with an
-//! embedded SCT, a `hashedrekord` log entry with its signed entry timestamp,
-//! inclusion proof and signed checkpoint. Nothing is faked on the verifying
+//! embedded SCT, a `hashedrekord` log entry (a `dsse` one for an
+//! attestation) with its signed entry timestamp, inclusion proof and signed
+//! checkpoint. Nothing is faked on the verifying
 //! side: Toolhost checks these with the Sigstore project's verifier, as it
 //! checks the public-good instance's.
 
@@ -121,6 +122,47 @@ impl Instance {
         .to_string()
     }
 
+    /// A Sigstore bundle (v0.3 JSON) in which `identity`, vouched for by
+    /// `issuer`, attests the in-toto `statement` (JSON: its subjects name
+    /// artifacts and their digests) in a DSSE envelope — logged as a `dsse`
+    /// entry in this instance's log, as `cosign attest` or GitHub's
+    /// `attest-build-provenance` make them.
+    pub fn attest(&self, statement: &str, identity: &str, issuer: &str) -> String {
+        const IN_TOTO: &str = "application/vnd.in-toto+json";
+        let key = KeyPair::generate().expect("a P-256 key");
+        let certificate = self.certificate(&key, identity, issuer);
+        let pae = format!(
+            "DSSEv1 {} {IN_TOTO} {} {statement}",
+            IN_TOTO.len(),
+            statement.len()
+        );
+        let signature = key.sign(pae.as_bytes()).expect("an ECDSA signature");
+        let envelope = json!({
+            "payload": B64.encode(statement),
+            "payloadType": IN_TOTO,
+            "signatures": [{"sig": B64.encode(&signature)}],
+        });
+        let body = json!({
+            "apiVersion": "0.0.1",
+            "kind": "dsse",
+            "spec": {
+                "envelopeHash": {"algorithm": "sha256", "value": hex(&sha256(envelope.to_string().as_bytes()))},
+                "payloadHash": {"algorithm": "sha256", "value": hex(&sha256(statement.as_bytes()))},
+                "signatures": [{"signature": B64.encode(&signature), "verifier": B64.encode(pem(&certificate))}],
+            },
+        })
+        .to_string();
+        json!({
+            "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+            "verificationMaterial": {
+                "certificate": {"rawBytes": B64.encode(&certificate)},
+                "tlogEntries": [self.logged(&body, "dsse")],
+            },
+            "dsseEnvelope": envelope,
+        })
+        .to_string()
+    }
+
     /// A short-lived code-signing certificate for `key`, as Fulcio issues:
     /// the identity as an email SAN, the issuer in Fulcio's extension, and
     /// an SCT from this instance's CT log over the precertificate.
@@ -182,27 +224,28 @@ impl Instance {
         list
     }
 
-    /// The `hashedrekord` entry logging `signature`, as the only leaf of the
-    /// log: its SET, inclusion proof and signed checkpoint.
+    /// The `hashedrekord` entry logging `signature`.
     fn log_entry(&self, message: &[u8], signature: &[u8], certificate: &[u8]) -> Value {
-        let pem = format!(
-            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-            B64.encode(certificate)
-        );
         let body = json!({
             "apiVersion": "0.0.1",
             "kind": "hashedrekord",
             "spec": {
                 "data": {"hash": {"algorithm": "sha256", "value": hex(&sha256(message))}},
-                "signature": {"content": B64.encode(signature), "publicKey": {"content": B64.encode(pem)}},
+                "signature": {"content": B64.encode(signature), "publicKey": {"content": B64.encode(pem(certificate))}},
             },
         })
         .to_string();
+        self.logged(&body, "hashedrekord")
+    }
+
+    /// The log entry of `body` (of `kind`, version 0.0.1) as the only leaf
+    /// of the log: its SET, inclusion proof and signed checkpoint.
+    fn logged(&self, body: &str, kind: &str) -> Value {
         let log_id = sha256(&self.rekor_key.subject_public_key_info());
         let integrated_time = OffsetDateTime::now_utc().unix_timestamp() - 10;
         // Canonical JSON: serde_json's maps are sorted and compact.
         let promise = json!({
-            "body": B64.encode(&body),
+            "body": B64.encode(body),
             "integratedTime": integrated_time,
             "logID": hex(&log_id),
             "logIndex": 0,
@@ -215,7 +258,7 @@ impl Instance {
         json!({
             "logIndex": "0",
             "logId": {"keyId": B64.encode(log_id)},
-            "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
+            "kindVersion": {"kind": kind, "version": "0.0.1"},
             "integratedTime": integrated_time.to_string(),
             "inclusionPromise": {"signedEntryTimestamp": B64.encode(set)},
             "inclusionProof": {
@@ -225,7 +268,7 @@ impl Instance {
                 "hashes": [],
                 "checkpoint": {"envelope": self.checkpoint(&root)},
             },
-            "canonicalizedBody": B64.encode(&body),
+            "canonicalizedBody": B64.encode(body),
         })
     }
 
@@ -236,6 +279,14 @@ impl Instance {
         signature.extend(self.rekor_key.sign(note.as_bytes()).expect("a signature"));
         format!("{note}\n\u{2014} {LOG_NAME} {}", B64.encode(signature))
     }
+}
+
+/// A certificate's PEM, as a log entry names its verifier.
+fn pem(certificate: &[u8]) -> String {
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        B64.encode(certificate)
+    )
 }
 
 fn sha256(bytes: &[u8]) -> Vec<u8> {

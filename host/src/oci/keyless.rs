@@ -7,9 +7,12 @@
 //! names. The bundle is a layer of the artifact's signature manifest
 //! (`sha256-HEX.sig`), beside any key-pair signatures.
 //!
-//! What it signs is the manifest's bytes, which name no repository: unlike
-//! a key-pair signature's payload it carries no `docker-reference` to bind
-//! it to one, so it is bound to the digest only.
+//! A bundle that signs the manifest's bytes names no repository, so it is
+//! bound to the digest only. One that holds an in-toto attestation (a DSSE
+//! envelope, as `cosign attest` and GitHub's build provenance write) names
+//! its artifacts, and the subject with the manifest's digest must name the
+//! repository being loaded, as a key-pair signature's `docker-reference`
+//! must (unless the trust policy accepts any).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,6 +21,8 @@ use sigstore_verify::trust_root::{SIGSTORE_PRODUCTION_TRUSTED_ROOT, TrustedRoot}
 use sigstore_verify::types::{Bundle, Sha256Hash, SignatureContent};
 use sigstore_verify::{Error as VerifyError, VerificationPolicy, Verifier};
 
+use super::reference::OciReference;
+use super::sign::check_repository;
 use crate::error::OciError;
 use crate::files::read_regular_file;
 
@@ -156,20 +161,27 @@ pub(crate) fn is_bundle(media_type: &str) -> bool {
 }
 
 /// The name of the first of `signers` for whom the bundle (JSON bytes)
-/// signs the manifest `digest`; else why not: a wrong signer when it
-/// verified for some signer's root but named someone else, else a bad
-/// bundle. Every signer is tried: rules may name different roots.
+/// signs the manifest `digest` (for `reference`'s repository, given one);
+/// else why not: a wrong signer when it verified for some signer's root but
+/// named someone else, else a bad bundle. Every signer is tried: rules may
+/// name different roots.
 pub(crate) fn verify_any(
     signers: &[&KeylessSigner],
     bundle: &[u8],
     digest: &str,
+    reference: Option<&OciReference>,
 ) -> Result<String, Failure> {
     let bundle = parse_bundle(bundle).map_err(Failure::BadBundle)?;
-    let digest = manifest_hash(digest).map_err(Failure::BadBundle)?;
+    let hash = manifest_hash(digest).map_err(Failure::BadBundle)?;
     let (mut wrong, mut bad) = (None, None);
     for signer in signers {
-        match signer.verify(&bundle, &digest) {
-            Ok(()) => return Ok(signer.name()),
+        match signer.verify(&bundle, &hash) {
+            Ok(()) => {
+                if let Some(reference) = reference {
+                    check_subject(&bundle, digest, reference).map_err(Failure::BadBundle)?;
+                }
+                return Ok(signer.name());
+            }
             Err(failure @ Failure::WrongSigner(_)) => wrong = Some(failure),
             Err(failure @ Failure::BadBundle(_)) => bad = Some(failure),
         }
@@ -177,6 +189,31 @@ pub(crate) fn verify_any(
     Err(wrong
         .or(bad)
         .unwrap_or_else(|| Failure::WrongSigner("no keyless signer is trusted here".into())))
+}
+
+/// Checks that a verified attestation (a DSSE envelope) was made for
+/// `reference`'s repository: a subject with the manifest `digest` names it.
+/// A message signature names no repository: nothing to check.
+fn check_subject(bundle: &Bundle, digest: &str, reference: &OciReference) -> Result<(), String> {
+    let SignatureContent::DsseEnvelope(envelope) = &bundle.content else {
+        return Ok(());
+    };
+    let statement: serde_json::Value = serde_json::from_slice(envelope.payload.as_bytes())
+        .map_err(|e| format!("its in-toto statement is not JSON ({e})"))?;
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let mut checks = statement["subject"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|subject| subject["digest"]["sha256"].as_str() == Some(hex))
+        .map(|subject| check_repository("attestation", subject["name"].as_str(), reference));
+    let first = checks
+        .next()
+        .unwrap_or_else(|| check_repository("attestation", None, reference));
+    if first.is_ok() || checks.any(|check| check.is_ok()) {
+        return Ok(());
+    }
+    first
 }
 
 /// Checks that a bundle about to be attached to the manifest `digest` is a
@@ -229,7 +266,7 @@ mod tests {
         let signer = KeylessSigner::new("me@example.com", "https://accounts.google.com", root);
         let digest = format!("sha256:{}", "a".repeat(64));
         for bundle in [&b"\xff"[..], b"{}", b"[1, 2]"] {
-            match verify_any(&[&signer], bundle, &digest) {
+            match verify_any(&[&signer], bundle, &digest, None) {
                 Err(Failure::BadBundle(_)) => {}
                 other => panic!("{other:?}"),
             }

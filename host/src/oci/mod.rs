@@ -650,6 +650,7 @@ impl Distribution {
                 &self.trust.keyless(&parsed.repository_path()),
                 bundle,
                 &digest,
+                self.bound(&parsed),
             )
             .ok();
             Ok(Pushed {
@@ -700,12 +701,13 @@ impl Distribution {
         let bundles = found
             .bundles
             .iter()
-            .map(|bundle| keyless::verify_any(&keyless, bundle, digest).ok());
+            .map(|bundle| keyless::verify_any(&keyless, bundle, digest, bound).ok());
         simple.chain(bundles).collect()
     }
 
-    /// The reference whose repository a key-pair signature must have been
-    /// made for, unless the trust policy accepts any for it.
+    /// The reference whose repository a key-pair signature (or a keyless
+    /// attestation) must have been made for, unless the trust policy
+    /// accepts any for it.
     fn bound<'r>(&self, reference: &'r OciReference) -> Option<&'r OciReference> {
         let any = self
             .trust
@@ -948,10 +950,8 @@ impl Distribution {
             }
         }
         let mut other_signers = Vec::new();
-        // A bundle signs the manifest's bytes, which name no repository:
-        // nothing in it to bind to this one (see keyless.rs).
         for bundle in &signatures.bundles {
-            match keyless::verify_any(&keyless, bundle, digest) {
+            match keyless::verify_any(&keyless, bundle, digest, bound) {
                 Ok(signer) => return Ok(Some(signer)),
                 Err(keyless::Failure::WrongSigner(why)) => other_signers.push(why),
                 Err(keyless::Failure::BadBundle(why)) => bad = Some(format!("bad bundle: {why}")),

@@ -198,17 +198,31 @@ pub(crate) fn check_payload(
         }
         None => return Err("its payload names no manifest digest".into()),
     }
-    let Some(reference) = reference else {
-        return Ok(());
-    };
+    match reference {
+        Some(reference) => check_repository(
+            "signature",
+            critical["identity"]["docker-reference"].as_str(),
+            reference,
+        ),
+        None => Ok(()),
+    }
+}
+
+/// Checks that the repository a valid signature (or attestation: `what`)
+/// names, `signed`, is `reference`'s, compared as cosign compares them.
+pub(crate) fn check_repository(
+    what: &str,
+    signed: Option<&str>,
+    reference: &OciReference,
+) -> Result<(), String> {
     let loading = reference.repository_path();
-    match critical["identity"]["docker-reference"].as_str() {
+    match signed {
         Some(signed) if canonical_repository(signed) == reference.canonical_repository() => Ok(()),
         Some(signed) => Err(format!(
-            "the signature is valid but was made for {signed}, not {loading}: a signature copied from another repository; only if {loading} holds copies of that repository's plugins on purpose, accept it with `any-reference = true` in the trust rule for {loading}"
+            "the {what} is valid but was made for {signed}, not {loading}: a {what} copied from another repository; only if {loading} holds copies of that repository's plugins on purpose, accept it with `any-reference = true` in the trust rule for {loading}"
         )),
         None => Err(format!(
-            "its payload names no repository (critical.identity.docker-reference), so it cannot be bound to {loading}; only if that is expected, accept it with `any-reference = true` in the trust rule for {loading}"
+            "the {what} names no repository, so it cannot be bound to {loading}; only if that is expected, accept it with `any-reference = true` in the trust rule for {loading}"
         )),
     }
 }
