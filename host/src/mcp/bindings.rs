@@ -62,6 +62,10 @@ impl Credential {
 pub(crate) struct Bindings {
     entries: Mutex<HashMap<Arc<str>, Entry>>,
     max: AtomicUsize,
+    /// How long a session lives without a request: the SDK ends it then,
+    /// and its entry goes too (whether or not its handler ever learnt its
+    /// id, which one that never sent `initialized` does not).
+    idle: Mutex<Duration>,
 }
 
 struct Entry {
@@ -95,6 +99,7 @@ impl Default for Bindings {
         Bindings {
             entries: Mutex::default(),
             max: AtomicUsize::new(MAX_SESSIONS),
+            idle: Mutex::new(SESSION_IDLE_EXPIRY),
         }
     }
 }
@@ -105,9 +110,23 @@ impl Bindings {
         self.max.store(max.max(1), Ordering::Relaxed);
     }
 
+    /// Sessions end after `idle` without a request.
+    pub(crate) fn set_idle(&self, idle: Duration) {
+        *lock(&self.idle) = idle;
+    }
+
     /// Sessions alive.
     pub(crate) fn len(&self) -> usize {
-        lock(&self.entries).len()
+        let mut entries = lock(&self.entries);
+        self.prune(&mut entries);
+        entries.len()
+    }
+
+    /// Drops the entries of sessions idle past their expiry: the SDK has
+    /// ended them.
+    fn prune(&self, entries: &mut HashMap<Arc<str>, Entry>) {
+        let idle = *lock(&self.idle);
+        entries.retain(|_, e| e.busy > 0 || e.last_seen.elapsed() <= idle);
     }
 
     /// Marks a request of session `id` in progress, if `credential` made it.
@@ -131,6 +150,9 @@ impl Bindings {
     /// session is busy.
     pub(crate) fn make_room(&self) -> Result<Option<Arc<str>>, Full> {
         let mut entries = lock(&self.entries);
+        if entries.len() >= self.max.load(Ordering::Relaxed) {
+            self.prune(&mut entries);
+        }
         if entries.len() < self.max.load(Ordering::Relaxed) {
             return Ok(None);
         }

@@ -154,6 +154,7 @@ impl McpServer {
         check_exposure(addr, &options)?;
         let origins = Origins::new(&options.origins).map_err(ServeError::Config)?;
         self.shared.bindings.set_max(options.max_sessions);
+        self.shared.bindings.set_idle(options.session_idle);
         let sessions_end = CancellationToken::new();
         let sdk = |retry| self.sdk(addr, &options, retry, sessions_end.clone());
         let auth = self.authenticator(&options)?;
