@@ -322,12 +322,11 @@ def test_r37_a_trickled_body_is_cut_at_the_body_deadline(workdir: Path, cache_di
         assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
 
 
-def test_r37_queued_inputs_count_against_the_server_budget(workdir: Path, cache_dir: Path) -> None:
+def test_r37_queued_inputs_count_what_they_cost_parsed_not_their_wire_bytes(workdir: Path, cache_dir: Path) -> None:
     # The blocker holds the plugin's one slot until its deadline; the calls
     # queued behind it share that deadline, so every call ends by itself.
     manifest = chaos_manifest(workdir, concurrency=1, timeout="10s")
-    flags = ["--max-buffered", "64MiB"]
-    with http_server((manifest,), workdir, cache_dir, flags=flags) as server:
+    with http_server((manifest,), workdir, cache_dir) as server:
         blocker = Client(server.url)
         session = blocker.initialize()
         spinning = ThreadPoolExecutor(max_workers=1).submit(session.call, "busy", {})
@@ -343,18 +342,142 @@ def test_r37_queued_inputs_count_against_the_server_budget(workdir: Path, cache_
             finally:
                 client.close()
 
-        with ThreadPoolExecutor(max_workers=20) as pool:
-            replies = list(pool.map(queued_call, range(20)))
+        with ThreadPoolExecutor(max_workers=40) as pool:
+            replies = list(pool.map(queued_call, range(40)))
         refused = [body for status, body in replies if status == 503]
         answered = [body for status, body in replies if status == 200]
-        # The budget holds at most four 15 MiB inputs at once: the others
-        # were refused while the blocker ran, and no request went unanswered.
+        # A held 15 MiB input costs its bytes, its parsed value and the
+        # call's input text: the default 256 MiB budget holds five at once,
+        # not seventeen; the others were refused while the blocker ran.
         assert refused and all(body["error"]["code"] == -32003 for body in refused), replies
-        assert len(refused) + len(answered) == 20, [status for status, _ in replies]
+        assert len(refused) + len(answered) == 40, [status for status, _ in replies]
         grown = peak_rss_bytes(server.process.pid) - baseline
-        assert grown < 400 * MiB, f"peak RSS grew by {grown >> 20} MiB with 20 queued 15 MiB inputs"
+        assert grown < 320 * MiB, f"peak RSS grew by {grown >> 20} MiB with 40 queued 15 MiB inputs"
         assert spinning.result(timeout=60).status == 200
         blocker.close()
+
+
+def test_r37_a_body_of_small_values_is_charged_what_it_parses_into(workdir: Path, cache_dir: Path) -> None:
+    # 4 MiB of `0,` parses into two million values (~200 MiB): more than
+    # the whole budget, so it is refused for good, before anything parses it.
+    with http_server(TEXT, workdir, cache_dir, flags=["--max-buffered", "64MiB"]) as server:
+        client = Client(server.url)
+        zeros = "[" + "0," * (2 * MiB) + "0]"
+        body = (
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"x","n":'
+            + zeros
+            + "}}}"
+        )
+        baseline = peak_rss_bytes(server.process.pid)
+        reply = client.post(body.encode(), {"mcp-protocol-version": MODERN})
+        assert reply.status == 413, (reply.status, reply.body[:300])
+        assert b"once parsed" in reply.body, reply.body[:300]
+        grown = peak_rss_bytes(server.process.pid) - baseline
+        assert grown < 64 * MiB, f"peak RSS grew by {grown >> 20} MiB for a refused 4 MiB body"
+        client.close()
+
+
+# --- fair shares of connections -------------------------------------------
+
+
+def _get_stream(port: int, token: str, session: str):
+    """A 2025 GET stream held open on a socket of its own; its status."""
+    sock = open_socket(port)
+    sock.sendall(
+        (
+            f"GET /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\naccept: text/event-stream\r\n"
+            f"authorization: Bearer {token}\r\nmcp-session-id: {session}\r\n"
+            f"mcp-protocol-version: {V2025_06_18}\r\n\r\n"
+        ).encode()
+    )
+    sock.settimeout(15)
+    head = b""
+    while b"\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    status = head.split(b" ", 2)[1] if head.startswith(b"HTTP/1.1 ") else b"closed"
+    return sock, status
+
+
+def test_r37_one_caller_holds_at_most_its_share_of_connections_and_idle_sockets_make_room(
+    workdir: Path, cache_dir: Path
+) -> None:
+    hog_token, other_token = unique("hog"), unique("other")
+    flags = ["--token", hog_token, "--token", other_token, "--max-connections", "40"]
+    with http_server(TEXT, workdir, cache_dir, flags=flags) as server:
+        hog = Client(server.url, hog_token)
+        sessions = [hog.initialize().id for _ in range(30)]
+        hog.close()
+        streams = [_get_stream(server.port, hog_token, s) for s in sessions]
+        held = [sock for sock, status in streams if status == b"200"]
+        refused = [status for _, status in streams if status != b"200"]
+        # Half the cap (20) is the hog's share; its other streams are refused.
+        assert len(held) == 20, [status for _, status in streams]
+        assert set(refused) == {b"503"}, refused
+        # Idle sockets fill the rest and more, holding nothing.
+        idle = []
+        for _ in range(60):
+            try:
+                idle.append(open_socket(server.port))
+            except OSError:
+                break
+        assert len(idle) >= 40
+        other = Client(server.url, other_token)
+        reply = other.initialize().call("echo", {"message": "still served"})
+        assert reply.status == 200, (reply.status, reply.body[:300])
+        assert reply.message()["result"]["structuredContent"] == {"message": "still served"}
+        other.close()
+        for sock in held + [sock for sock, _ in streams] + idle:
+            sock.close()
+
+
+def test_r37_a_cancellation_is_never_refused_for_load(workdir: Path, cache_dir: Path) -> None:
+    manifest = chaos_manifest(workdir, concurrency=4, timeout="60s")
+    token = unique("canceller")
+    flags = ["--token", token, "--max-connections", "4"]
+    with http_server((manifest,), workdir, cache_dir, flags=flags) as server:
+        client = Client(server.url, token)
+        session = client.initialize()
+        client.close()
+
+        def busy(request_id: int):
+            c = Client(server.url, token)
+            try:
+                message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                           "params": {"name": "busy", "arguments": {}}}  # fmt: skip
+                return c.post(message, session.headers())
+            finally:
+                c.close()
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            # Two calls that run until cancelled: the caller's whole share
+            # of the connections (two of four).
+            running = [pool.submit(busy, n) for n in (101, 102)]
+            wait_until(lambda: len(started(server.events.read())) == 2, 30, "both calls started")
+            # Anything else of the caller is refused for load...
+            more = Client(server.url, token)
+            refused = more.post({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}, session.headers())
+            more.close()
+            assert refused.status == 503, (refused.status, refused.body[:300])
+            # ...but its cancellations are not.
+            for request_id in (101, 102):
+                c = Client(server.url, token)
+                cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": request_id, "reason": "enough of this call"}}  # fmt: skip
+                reply = c.post(cancel, session.headers())
+                c.close()
+                assert reply.status == 202, (reply.status, reply.body[:300])
+            for call in running:
+                call.result(timeout=30)
+
+        def both_ended() -> list[dict]:
+            ended = [o for o in server.events.outcomes() if o.get("tool") == "busy"]
+            return ended if len(ended) == 2 else []
+
+        outcomes = wait_until(both_ended, 30, "both calls' outcomes")
+        assert {o["status"] for o in outcomes} == {"interrupted"}, outcomes
 
 
 # --- fairness -------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! The accept loop (R37): `TCP_NODELAY` on every socket (replies are small
 //! writes that must not wait for the client's delayed ACK), a cap on open
-//! connections below the descriptor limit, a deadline for each request head
+//! connections below the descriptor limit, shared fairly among callers
+//! ([`connections`](super::connections)), a deadline for each request head
 //! (which also closes idle keep-alive connections), and two ways to stop:
 //! gracefully (open connections finish their request and close, one that
 //! has sent none yet gets its first; new ones get one request each,
@@ -15,13 +16,16 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Open connections at once; beyond it a new connection is answered 503
-/// and closed. Lowered to half the process's descriptor limit, so plugins,
-/// files and the event log keep descriptors of their own.
+use crate::mcp::http::connections::{Connection, Connections};
+
+/// Open connections at once; beyond it a new connection takes the place of
+/// an idle one, or is answered 503 and closed when all are busy. Lowered to
+/// half the process's descriptor limit, so plugins, files and the event log
+/// keep descriptors of their own.
 pub const MAX_CONNECTIONS: usize = 512;
 
 /// How long a client has to send a request's head (and how long an idle
@@ -33,7 +37,8 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// descriptors, so the loop does not spin while connections close.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// The reply to a connection over the cap: nothing of it is read.
+/// The reply to a connection over the cap, all of them busy: nothing of it
+/// is read.
 const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\nretry-after: 1\r\ncontent-type: text/plain\r\ncontent-length: 52\r\n\r\ntoo many open connections to this server; retry soon";
 
 /// How connections are accepted and served.
@@ -88,40 +93,47 @@ pub(crate) async fn accept(
     limits: ConnectionLimits,
     stops: Stops,
 ) {
-    let open = Arc::new(Semaphore::new(effective_cap(limits.max_connections)));
+    let table = Connections::new(effective_cap(limits.max_connections));
     loop {
         let accepted = tokio::select! {
             () = stops.hard.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!("cannot accept a connection: {e}");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
         };
-        let Ok(permit) = open.clone().try_acquire_owned() else {
+        let Some(connection) = table.open(peer.ip()) else {
             // The reply fits in a fresh socket's send buffer; if not, the
             // close alone tells the client.
             let _ = stream.try_write(OVER_CAPACITY);
             continue;
         };
+        let connection = Arc::new(connection);
         prepare(&stream);
         let stops_for_task = stops.clone();
         if stops.graceful.is_cancelled() {
             let router = draining.clone();
             stops.connections.spawn(async move {
                 serve_one(stream, router, limits.header_timeout, &stops_for_task).await;
-                drop(permit);
+                drop(connection);
             });
             continue;
         }
         let router = router.clone();
         stops.connections.spawn(async move {
-            serve(stream, router, limits.header_timeout, &stops_for_task).await;
-            drop(permit);
+            serve(
+                stream,
+                router,
+                limits.header_timeout,
+                &stops_for_task,
+                connection,
+            )
+            .await;
         });
     }
 }
@@ -136,12 +148,20 @@ fn prepare(stream: &TcpStream) {
 }
 
 /// Serves one connection until it closes, a graceful stop lets it finish,
-/// or a hard stop drops it.
-async fn serve(stream: TcpStream, router: axum::Router, header_timeout: Duration, stops: &Stops) {
+/// a hard stop drops it, or it is shed to make room for another.
+async fn serve(
+    stream: TcpStream,
+    router: axum::Router,
+    header_timeout: Duration,
+    stops: &Stops,
+    connection: Arc<Connection>,
+) {
     let asked = Arc::new(Notify::new());
+    let shed = connection.shed.clone();
     let service = Asked {
         inner: TowerToHyperService::new(router),
         asked: asked.clone(),
+        connection,
     };
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -152,6 +172,7 @@ async fn serve(stream: TcpStream, router: axum::Router, header_timeout: Duration
         _ = connection.as_mut() => return,
         () = stops.graceful.cancelled() => {}
         () = stops.hard.cancelled() => return,
+        () = shed.cancelled() => return,
     }
     // Told to stop before it has read a byte, hyper would close the
     // connection unanswered; one accepted just before the stop (a probe
@@ -169,22 +190,25 @@ async fn serve(stream: TcpStream, router: axum::Router, header_timeout: Duration
 }
 
 /// A connection's service that says when a request has come (a permit of
-/// `asked` stays once one has).
+/// `asked` stays once one has), and hands each request its connection's
+/// place, so the guard can count it against its caller.
 struct Asked<S> {
     inner: S,
     asked: Arc<Notify>,
+    connection: Arc<Connection>,
 }
 
-impl<S, R> hyper::service::Service<R> for Asked<S>
+impl<S, B> hyper::service::Service<http::Request<B>> for Asked<S>
 where
-    S: hyper::service::Service<R>,
+    S: hyper::service::Service<http::Request<B>>,
 {
     type Response = S::Response;
     type Error = S::Error;
     type Future = S::Future;
 
-    fn call(&self, request: R) -> Self::Future {
+    fn call(&self, mut request: http::Request<B>) -> Self::Future {
         self.asked.notify_one();
+        request.extensions_mut().insert(self.connection.clone());
         self.inner.call(request)
     }
 }

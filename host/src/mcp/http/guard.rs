@@ -11,23 +11,20 @@ use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body::{Frame, SizeHint};
-use http_body_util::BodyExt as _;
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::Instant;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tower::ServiceExt as _;
@@ -35,45 +32,22 @@ use tower::ServiceExt as _;
 use crate::mcp::bindings::{Bindings, Credential, InUse, MAX_SESSIONS};
 use crate::mcp::handler::Handler;
 use crate::mcp::http::auth::{Authenticated, Authenticator, bearer};
+use crate::mcp::http::body::{Bodies, over_budget};
+use crate::mcp::http::connections::{Busy, CALLER_CONNECTION_SHARE_PERCENT, Connection};
 use crate::mcp::http::origin::Origins;
+use crate::mcp::http::refusal::{INVALID_PARAMS, PARSE_ERROR, Refused, closing, rpc_error};
 use crate::mcp::results::BUSY_ERROR_CODE;
 use crate::model::context::Caller;
-
-/// The largest request body accepted: room for large tool inputs, bounded
-/// so a client cannot make the server buffer without end.
-pub const MAX_REQUEST_BODY_BYTES: usize = 16 << 20;
-
-/// How long a request body may pause between bytes before the request is
-/// answered 408 and its connection closed.
-pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long a whole request body may take to arrive, however steadily it
-/// trickles.
-pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Request bytes the server holds at once, across every request: bodies
-/// being read and the inputs of calls that have not answered yet. Beyond
-/// it a request is refused (503, JSON-RPC `-32003`) until others finish.
-pub const MAX_BUFFERED_REQUEST_BYTES: usize = 256 << 20;
 
 /// The largest `initialize` params accepted: a session keeps them for its
 /// whole life.
 pub const MAX_INITIALIZE_BYTES: usize = 64 << 10;
-
-/// JSON-RPC's parse error.
-const PARSE_ERROR: i32 = -32700;
-
-/// JSON-RPC's invalid params.
-const INVALID_PARAMS: i32 = -32602;
 
 /// The first protocol revision without sessions.
 const STATELESS_ERA: &str = "2026-07-28";
 
 /// The 2025-era session header.
 const SESSION_HEADER: &str = "mcp-session-id";
-
-/// A refusal: the whole reply to a request that goes no further.
-type Refused = Box<Response>;
 
 /// The MCP SDK's HTTP service and the sessions it holds.
 #[derive(Clone)]
@@ -102,11 +76,7 @@ pub(crate) struct Guard {
     /// OAuth access tokens, when issuers are configured (R40).
     pub(crate) auth: Option<Arc<Authenticator>>,
     pub(crate) origins: Origins,
-    pub(crate) body_idle: Duration,
-    pub(crate) body_deadline: Duration,
-    pub(crate) budget: Arc<Semaphore>,
-    /// The budget's size, for the refusal's message.
-    pub(crate) budget_bytes: usize,
+    pub(crate) bodies: Bodies,
     pub(crate) bindings: Arc<Bindings>,
     /// The SDK's services: one whose SSE streams are resumable (priming
     /// events, for 2025-11-25 clients and later) and one whose are not.
@@ -123,30 +93,8 @@ struct Held {
     bytes: Option<OwnedSemaphorePermit>,
     session: Option<InUse>,
     reply: Option<TaskTrackerToken>,
-}
-
-/// A JSON-RPC error as a whole HTTP reply.
-fn rpc_error(status: StatusCode, id: Value, code: i32, message: &str) -> Response {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": {"code": code, "message": message},
-    });
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-/// An error that also closes the connection: its request was not read to
-/// the end, so the connection is out of step.
-fn closing(mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
+    /// Its connection is busy, not idle (so never shed for room).
+    busy: Option<Busy>,
 }
 
 fn unauthorized() -> Response {
@@ -242,15 +190,26 @@ impl Guard {
             return Err(Box::new(token_in_query()));
         }
         let (mut parts, body) = request.into_parts();
+        let connection = parts.extensions.get::<Arc<Connection>>().cloned();
+        let mut held = Held {
+            busy: connection.as_ref().map(Connection::busy),
+            ..Held::default()
+        };
         let credential = self.credential(&mut parts).await?;
-        let mut held = Held::default();
         let mut initializing = None;
         let mut resumable = false;
         let body = if parts.method == Method::POST {
-            let (bytes, permit) = self.read(&parts.headers, body).await?;
-            held.bytes = permit;
+            let read = self.bodies.read(&parts.headers, body).await?;
+            held.bytes = read.permit;
             held.reply = Some(self.replies.token());
-            let peek = Peek::of(&bytes)?;
+            let peek = Peek::of(&read.bytes)?;
+            if read.unbudgeted && !peek.cancellation {
+                return Err(Box::new(over_budget(self.bodies.budget_bytes)));
+            }
+            attribute(connection.as_deref(), &credential, peek.cancellation)?;
+            if !peek.cancellation {
+                self.bodies.charge(&read.bytes, &mut held.bytes)?;
+            }
             self.check_scope(&parts, peek.tool.as_deref())?;
             if let Some(version) = &peek.initialize {
                 self.make_room().await?;
@@ -261,8 +220,9 @@ impl Guard {
                 // carries names nothing.
                 parts.headers.remove(SESSION_HEADER);
             }
-            Body::from(bytes)
+            Body::from(read.bytes)
         } else {
+            attribute(connection.as_deref(), &credential, false)?;
             body
         };
         if initializing.is_none()
@@ -343,102 +303,6 @@ impl Guard {
         }
     }
 
-    /// Reads the whole body within the size, the idle time, the total time
-    /// and the budget of bytes held. Over the budget, the rest of the body
-    /// is read and dropped, so the client, still sending, sees the refusal.
-    async fn read(
-        &self,
-        headers: &HeaderMap,
-        mut body: Body,
-    ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Refused> {
-        if declared_length(headers).is_some_and(|n| n > MAX_REQUEST_BODY_BYTES) {
-            return Err(too_large());
-        }
-        let deadline = Instant::now() + self.body_deadline;
-        let mut collected = BytesMut::new();
-        let mut permit: Option<OwnedSemaphorePermit> = None;
-        while let Some(data) = self.next_data(&mut body, deadline).await? {
-            if collected.len() + data.len() > MAX_REQUEST_BODY_BYTES {
-                return Err(too_large());
-            }
-            let more = u32::try_from(data.len())
-                .ok()
-                .and_then(|n| self.budget.clone().try_acquire_many_owned(n).ok());
-            let Some(more) = more else {
-                let read = collected.len() + data.len();
-                drop((collected, permit));
-                self.discard(body, deadline, read).await?;
-                return Err(Box::new(over_budget(self.budget_bytes)));
-            };
-            match &mut permit {
-                Some(held) => held.merge(more),
-                None => permit = Some(more),
-            }
-            collected.extend_from_slice(&data);
-        }
-        Ok((collected.freeze(), permit))
-    }
-
-    /// Reads the rest of a refused body without keeping it.
-    async fn discard(
-        &self,
-        mut body: Body,
-        deadline: Instant,
-        mut read: usize,
-    ) -> Result<(), Refused> {
-        while let Some(data) = self.next_data(&mut body, deadline).await? {
-            read += data.len();
-            if read > MAX_REQUEST_BODY_BYTES {
-                return Err(too_large());
-            }
-        }
-        Ok(())
-    }
-
-    /// The body's next bytes, within the idle time and the deadline.
-    async fn next_data(
-        &self,
-        body: &mut Body,
-        deadline: Instant,
-    ) -> Result<Option<Bytes>, Refused> {
-        loop {
-            let wait = deadline.min(Instant::now() + self.body_idle);
-            match tokio::time::timeout_at(wait, body.frame()).await {
-                Err(_) => return Err(Box::new(self.stalled(wait >= deadline))),
-                Ok(None) => return Ok(None),
-                Ok(Some(Err(e))) => {
-                    let unreadable = (
-                        StatusCode::BAD_REQUEST,
-                        format!("cannot read the request body: {e}"),
-                    );
-                    return Err(Box::new(closing(unreadable.into_response())));
-                }
-                Ok(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        return Ok(Some(data));
-                    }
-                }
-            }
-        }
-    }
-
-    fn stalled(&self, whole: bool) -> Response {
-        let message = if whole {
-            format!(
-                "the request body did not arrive within {:?}",
-                self.body_deadline
-            )
-        } else {
-            format!("the request body paused for more than {:?}", self.body_idle)
-        };
-        closing(rpc_error(
-            StatusCode::REQUEST_TIMEOUT,
-            Value::Null,
-            INVALID_PARAMS,
-            &message,
-        ))
-    }
-
     /// Room for one more session: closes the one idle the longest when
     /// the limit is reached.
     async fn make_room(&self) -> Result<(), Refused> {
@@ -466,38 +330,35 @@ impl Guard {
     }
 }
 
-fn too_large() -> Refused {
-    Box::new(closing(rpc_error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        Value::Null,
-        INVALID_PARAMS,
-        &format!("the request body is larger than {MAX_REQUEST_BODY_BYTES} bytes"),
-    )))
-}
-
-fn over_budget(budget: usize) -> Response {
-    let mut response = rpc_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        Value::Null,
-        BUSY_ERROR_CODE.0,
-        &format!(
-            "the server already holds {} MiB of requests; retry when they have been answered",
-            budget >> 20
-        ),
-    );
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
-}
-
-fn declared_length(headers: &HeaderMap) -> Option<usize> {
-    headers
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
+/// Counts the request's connection against its caller (an anonymous one
+/// stays its address's): a caller over its share is refused, closing the
+/// connection, unless the request is `exempt` (a cancellation).
+fn attribute(
+    connection: Option<&Connection>,
+    credential: &Credential,
+    exempt: bool,
+) -> Result<(), Refused> {
+    let Some(connection) = connection else {
+        return Ok(());
+    };
+    if *credential == Credential::anonymous() {
+        return Ok(());
+    }
+    connection.attribute(credential, exempt).map_err(|over| {
+        let mut response = rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Value::Null,
+            BUSY_ERROR_CODE.0,
+            &format!(
+                "this caller already holds {} of this server's connections, its share ({CALLER_CONNECTION_SHARE_PERCENT}% of them, {}): reuse or close some, then retry",
+                over.held, over.share
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        Box::new(closing(response))
+    })
 }
 
 /// Compares without stopping at the first difference, so timing does not
@@ -525,6 +386,9 @@ struct Peek {
     version: Option<String>,
     /// For a `tools/call`, the tool it calls.
     tool: Option<String>,
+    /// Whether it is `notifications/cancelled`: it frees resources, so it
+    /// is never refused for load.
+    cancellation: bool,
 }
 
 #[derive(Deserialize)]
@@ -585,6 +449,7 @@ impl Peek {
             None => (None, None, None),
         };
         Ok(Peek {
+            cancellation: message.method.as_deref() == Some("notifications/cancelled"),
             initialize: initializing.then(|| asked.map(Cow::into_owned).unwrap_or_default()),
             version: version.map(Cow::into_owned),
             tool: name.filter(|_| calling).map(Cow::into_owned),
@@ -625,7 +490,11 @@ impl Held {
     /// The response, keeping what the request held until its body has been
     /// sent (or the client went away).
     fn keep_until_sent(self, response: Response) -> Response {
-        if self.bytes.is_none() && self.session.is_none() && self.reply.is_none() {
+        if self.bytes.is_none()
+            && self.session.is_none()
+            && self.reply.is_none()
+            && self.busy.is_none()
+        {
             return response;
         }
         response.map(|inner| Body::new(HeldBody { inner, _held: self }))

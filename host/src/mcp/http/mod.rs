@@ -7,9 +7,13 @@
 
 mod accept;
 pub(crate) mod auth;
+mod body;
+mod connections;
+mod cost;
 mod guard;
 mod ops;
 mod origin;
+mod refusal;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,16 +31,19 @@ pub use auth::{
     AUTH_FETCH_TIMEOUT, AuthError, AuthOptions, KEY_REFETCH_INTERVAL, MAX_AUTH_DOCUMENT_BYTES,
     MAX_ISSUER_KEYS, MAX_TOKEN_BYTES, TOKEN_LEEWAY, TOOLS_SCOPE,
 };
-pub use guard::{
-    BODY_IDLE_TIMEOUT, BODY_READ_TIMEOUT, MAX_BUFFERED_REQUEST_BYTES, MAX_INITIALIZE_BYTES,
-    MAX_REQUEST_BODY_BYTES,
+pub use body::{
+    BODY_IDLE_TIMEOUT, BODY_READ_TIMEOUT, MAX_BUFFERED_REQUEST_BYTES, MAX_REQUEST_BODY_BYTES,
+    MAX_UNBUDGETED_BYTES,
 };
+pub use connections::CALLER_CONNECTION_SHARE_PERCENT;
+pub use guard::MAX_INITIALIZE_BYTES;
 pub use ops::{READY_CHECK_CACHE, READY_CHECK_TIMEOUT};
 
 use crate::mcp::bindings::{MAX_SESSIONS, SESSION_IDLE_EXPIRY};
 use crate::mcp::handler::Handler;
 use crate::mcp::http::accept::{ConnectionLimits, Stops};
 use crate::mcp::http::auth::Authenticator;
+use crate::mcp::http::body::Bodies;
 use crate::mcp::http::guard::{Guard, Sdk};
 use crate::mcp::http::origin::Origins;
 use crate::mcp::server::{McpServer, ServeError};
@@ -167,10 +174,12 @@ impl McpServer {
                 .map(|t| Arc::from(t.as_str()))
                 .collect(),
             origins,
-            body_idle: options.body_timeout,
-            body_deadline: options.body_deadline,
-            budget: Arc::new(Semaphore::new(options.max_buffered_bytes)),
-            budget_bytes: options.max_buffered_bytes,
+            bodies: Bodies {
+                idle: options.body_timeout,
+                deadline: options.body_deadline,
+                budget: Arc::new(Semaphore::new(options.max_buffered_bytes)),
+                budget_bytes: options.max_buffered_bytes,
+            },
             bindings: self.shared.bindings.clone(),
             resumable: sdk(Some(PRIMING_RETRY)),
             plain: sdk(None),
