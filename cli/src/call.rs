@@ -78,6 +78,9 @@ pub(crate) async fn run(
             on_interrupt.cancel();
         }
     });
+    if tool == toolhost::registry::RESERVED_NAME {
+        wait_for_code_mode(&host, terminal && !common.json).await;
+    }
     let call = Call::minted(tool, input, context).with_cancel(cancel);
     let settlement = snapshot.settle(call).await;
     if terminal && !common.json {
@@ -187,4 +190,19 @@ fn print_logs(s: &toolhost::Settlement) {
         s.usage.wall_time.as_secs_f64() * 1000.0,
         s.usage.peak_memory
     ));
+}
+
+/// Says on a terminal that Code Mode's interpreter is compiling (seconds,
+/// on a cold compile cache), until it is. The wait is not the program's:
+/// its deadline starts once the interpreter is ready.
+async fn wait_for_code_mode(host: &toolhost::Host, terminal: bool) {
+    if !terminal || !host.code_mode_compiling() {
+        return;
+    }
+    let _ = write!(
+        std::io::stderr(),
+        "compiling Code Mode's interpreter (first use with this compile cache; later runs load it)..."
+    );
+    host.code_mode_compiled().await;
+    let _ = write!(std::io::stderr(), "\r\x1b[2K");
 }

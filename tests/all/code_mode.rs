@@ -665,3 +665,35 @@ async fn r34_bracket_nesting_is_bounded_before_the_parser_can_overflow() {
         "{refused}"
     );
 }
+
+/// The interpreter's first compile (seconds, on an empty compile cache)
+/// is the host's, not the program's: a short deadline still runs the
+/// program, and the compile is kept for the next run.
+#[test]
+fn r34_a_cold_compile_cache_does_not_count_against_the_programs_deadline() {
+    let dirs = tempfile::tempdir().unwrap();
+    let cold_cache = dirs.path().join("cache");
+    let toolhost = || {
+        let started = Instant::now();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args(["call", TEXT_TOOLS, "execute", "--code-mode"])
+            .args(["--timeout", "1s", "--input", r#"{"code":"return 1+1"}"#])
+            .arg("--cache-dir")
+            .arg(&cold_cache)
+            .arg("--state-dir")
+            .arg(dirs.path().join("state"))
+            .output()
+            .unwrap();
+        (out, started.elapsed())
+    };
+    let (first, compiling) = toolhost();
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    assert_eq!(String::from_utf8_lossy(&first.stdout), "2\n");
+    assert!(
+        compiling > Duration::from_secs(1),
+        "the compile took longer than the deadline it must not count against ({compiling:?})"
+    );
+    let (second, _) = toolhost();
+    assert_eq!(second.status.code(), Some(0), "{second:?}");
+    assert_eq!(String::from_utf8_lossy(&second.stdout), "2\n");
+}

@@ -35,6 +35,11 @@ impl Compiling {
         Ok(Compiling { ready })
     }
 
+    /// Whether compiling has ended (ready, or failed).
+    pub(super) fn is_done(&self) -> bool {
+        self.ready.borrow().is_some()
+    }
+
     /// The interpreter, once it is ready.
     pub(super) async fn get(&self) -> Result<Arc<Interpreter>, String> {
         let mut ready = self.ready.clone();

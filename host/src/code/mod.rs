@@ -81,6 +81,18 @@ impl CodeMode {
     }
 }
 
+impl CodeMode {
+    /// Whether the interpreter's compile has ended.
+    pub(crate) fn is_compiled(&self) -> bool {
+        self.interpreter.is_done()
+    }
+
+    /// Waits for the interpreter's compile to end.
+    pub(crate) async fn compiled(&self) {
+        let _ = self.interpreter.get().await;
+    }
+}
+
 /// `captured` plus `execute`, whose programs call the other captured tools.
 pub(crate) fn with_execute(
     mut captured: CapturedTools,

@@ -16,12 +16,11 @@ use crate::model::call::Call;
 use crate::model::content::{ContentPart, ToolFailure, ToolResponse};
 use crate::model::context::CallContext;
 use crate::model::execution::{Ended, Execution, ExecutionFuture, Executor, Invocation};
-use crate::model::outcome::{FaultKind, HostFault};
+use crate::model::outcome::{FaultKind, HostFault, Interruption};
 use crate::model::plugin::PluginInfo;
 use crate::registry::snapshot::CapturedTools;
 use crate::settle::pipeline::Pipeline;
 use crate::settle::settle;
-use crate::wasm::invoke::interruptible;
 
 /// Defines `tools` (each property a function that starts a call of that
 /// name) and hides the raw import from the program.
@@ -61,10 +60,17 @@ impl Executor for CodeTool {
 }
 
 impl CodeTool {
-    async fn run(&self, inv: Invocation<'_>) -> Execution {
+    async fn run(&self, mut inv: Invocation<'_>) -> Execution {
         // Only a program that runs before the interpreter is ready waits
-        // for it, within its own deadline.
-        let ready = interruptible(inv.cancel, inv.deadline, self.code.interpreter.get()).await;
+        // for it. The host's compile is not the program's time (its own
+        // compile limits bound it): the wait ends only by cancellation, and
+        // the program's deadline counts from when the interpreter is ready.
+        let waiting = Instant::now();
+        let ready = tokio::select! {
+            ready = self.code.interpreter.get() => Ok(ready),
+            () = inv.cancel.cancelled() => Err(Interruption::Cancelled),
+        };
+        inv.deadline += waiting.elapsed();
         let interpreter = match ready {
             Ok(Ok(interpreter)) => interpreter,
             Ok(Err(reason)) => {

@@ -445,6 +445,21 @@ impl Host {
         )
     }
 
+    /// Whether Code Mode's interpreter is still compiling (the first use on
+    /// a cold compile cache takes seconds): a front end can say so. False
+    /// when it is ready, failed, or Code Mode is off.
+    pub fn code_mode_compiling(&self) -> bool {
+        self.inner.code.as_ref().is_some_and(|c| !c.is_compiled())
+    }
+
+    /// Waits until Code Mode's interpreter has compiled (or failed to);
+    /// at once when Code Mode is off.
+    pub async fn code_mode_compiled(&self) {
+        if let Some(code) = &self.inner.code {
+            code.compiled().await;
+        }
+    }
+
     /// The full text behind a retained-output reference from a bounding
     /// marker (`toolhost-output:<id>`, or the bare id), if `scope` (the
     /// session of the call that produced it, unless the call set
