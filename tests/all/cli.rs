@@ -944,3 +944,30 @@ fn max_instances_sizes_the_instance_pool_and_a_full_pool_names_the_flag() {
     let (code, _, stderr) = echo_with_slots("0");
     assert_eq!(code, 2, "{stderr}");
 }
+
+/// A refused request reaches the tool as HTTP-request-denied every time,
+/// never as its body's stream having broken (the guest still writes its
+/// body while the host refuses).
+#[test]
+fn r36_a_refused_webfetch_is_http_request_denied_every_time() {
+    let dirs = tempfile::tempdir().unwrap();
+    let root = dirs.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    for _ in 0..8 {
+        let out = toolhost(
+            &[
+                "call",
+                "--std",
+                root.to_str().unwrap(),
+                "webfetch",
+                "--yes",
+                "--input",
+                r#"{"url": "http://127.0.0.1:9/not-granted"}"#,
+            ],
+            &dirs,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("HttpRequestDenied"), "{stderr}");
+    }
+}

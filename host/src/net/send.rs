@@ -46,7 +46,7 @@ struct Target {
 }
 
 impl Target {
-    fn of(request: &http::Request<WasiBody>) -> Result<Target, Error> {
+    fn of(request: &http::Request<()>) -> Result<Target, Error> {
         let uri = request.uri();
         let invalid = || Error::HttpRequestUriInvalid;
         let scheme = uri.scheme_str().ok_or_else(invalid)?.to_ascii_lowercase();
@@ -91,9 +91,15 @@ pub(super) async fn send(
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<(http::Response<WasiBody>, Io), Error> {
+    // The guest writes its body while the host decides: a refused request
+    // still takes its writes, so the guest hears why it was refused (the
+    // response's error), not that its body's stream broke.
+    let (parts, body) = request.into_parts();
+    let body = Unsent::new(body, &call);
+    let request = http::Request::from_parts(parts, ());
     let target = Target::of(&request)?;
     let exchange = Arc::new(Exchange::new(call.clone(), &target));
-    let attempt = exchange_with(&call, &target, request, options, &exchange);
+    let attempt = exchange_with(&call, &target, request, body, options, &exchange);
     let outcome = tokio::select! {
         biased;
         () = call.cancel.cancelled() => Err(Error::ConnectionTerminated),
@@ -110,7 +116,8 @@ pub(super) async fn send(
 async fn exchange_with(
     call: &Arc<CallHttp>,
     target: &Target,
-    request: http::Request<WasiBody>,
+    request: http::Request<()>,
+    body: Unsent,
     options: Option<RequestOptions>,
     exchange: &Arc<Exchange>,
 ) -> Result<(http::Response<WasiBody>, Io), Error> {
@@ -136,10 +143,65 @@ async fn exchange_with(
         .map_or(FIRST_BYTE_TIMEOUT, |t| t.min(FIRST_BYTE_TIMEOUT));
     // Origin-form on the wire, as matched; the host header carries the
     // authority.
-    let (mut parts, body) = request.into_parts();
+    let (mut parts, ()) = request.into_parts();
     parts.uri = target.origin_form()?;
-    let request = http::Request::from_parts(parts, body);
+    let request = http::Request::from_parts(parts, body.take());
     http1(call, stream, request, exchange, first_byte).await
+}
+
+/// A request body not sent (yet): dropped unsent, it goes on taking the
+/// guest's writes until the guest finishes it (within the call's byte
+/// budget and life), so the guest is never cut off mid-write.
+struct Unsent {
+    body: Option<WasiBody>,
+    cancel: tokio_util::sync::CancellationToken,
+    max: u64,
+}
+
+impl Unsent {
+    fn new(body: WasiBody, call: &CallHttp) -> Unsent {
+        Unsent {
+            body: Some(body),
+            cancel: call.cancel.clone(),
+            max: call.limits.max_request_bytes,
+        }
+    }
+
+    fn take(mut self) -> WasiBody {
+        self.body.take().expect("taken once")
+    }
+}
+
+impl Drop for Unsent {
+    fn drop(&mut self) {
+        if let Some(body) = self.body.take() {
+            drain_guest_writes(body, self.cancel.clone(), self.max);
+        }
+    }
+}
+
+/// Takes what the guest still writes to `body` and drops it: at most `max`
+/// bytes, and no longer than the call lives.
+fn drain_guest_writes(mut body: WasiBody, cancel: tokio_util::sync::CancellationToken, max: u64) {
+    if body.is_end_stream() {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut left = max;
+        let drain = async {
+            while let Some(Ok(frame)) = body.frame().await {
+                let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+                let Some(after) = left.checked_sub(n) else {
+                    break;
+                };
+                left = after;
+            }
+        };
+        tokio::select! {
+            () = drain => {}
+            () = cancel.cancelled() => {}
+        }
+    });
 }
 
 /// The grant that covers the request, after the permission rules (action
@@ -406,30 +468,15 @@ impl Drop for Counted {
         // hyper may drop a request body it will not send (a GET's empty
         // body) before the guest has finished writing it: keep taking the
         // guest's writes until it does, so they do not fail.
-        if matches!(self.direction, Direction::Sent) && !self.inner.is_end_stream() {
-            let mut rest = std::mem::replace(
+        if matches!(self.direction, Direction::Sent) {
+            let rest = std::mem::replace(
                 &mut self.inner,
                 http_body_util::Empty::new()
                     .map_err(|never| match never {})
                     .boxed_unsync(),
             );
-            let cancel = self.exchange.call.cancel.clone();
-            let mut left = self.exchange.call.limits.max_request_bytes;
-            tokio::spawn(async move {
-                let drain = async {
-                    while let Some(Ok(frame)) = rest.frame().await {
-                        let n = frame.data_ref().map_or(0, |d| d.len() as u64);
-                        let Some(after) = left.checked_sub(n) else {
-                            break;
-                        };
-                        left = after;
-                    }
-                };
-                tokio::select! {
-                    () = drain => {}
-                    () = cancel.cancelled() => {}
-                }
-            });
+            let call = &self.exchange.call;
+            drain_guest_writes(rest, call.cancel.clone(), call.limits.max_request_bytes);
         }
     }
 }
