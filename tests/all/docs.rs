@@ -689,3 +689,49 @@ fn readme_is_a_front_page_and_its_links_to_docs_resolve() {
     }
     assert_no_problems("README.md", &problems);
 }
+
+/// The PyPI name `toolhost` is an unrelated project's: the wheel is
+/// `toolhost-cli`, and no doc, template or workflow installs anything by
+/// the other name.
+#[test]
+fn the_cli_installs_as_toolhost_cli_never_as_someone_elses_toolhost() {
+    let pyproject: toml::Table = read("cli/pyproject.toml").parse().unwrap();
+    assert_eq!(pyproject["project"]["name"].as_str(), Some("toolhost-cli"));
+    let mut files = vec![root().join("README.md")];
+    files.extend(files_under(&root().join("docs"), &["md"]));
+    let templates = root().join("cli/templates");
+    files.extend(files_under(&templates, &["md", "toml", "sh"]));
+    for template in fs::read_dir(&templates).unwrap().flatten() {
+        files.extend(files_under(
+            &template.path().join(".github/workflows"),
+            &["yml"],
+        ));
+    }
+    let mut problems = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if installs_pypi_toolhost(line) {
+                problems.push(format!("{}:{}: {line}", file.display(), n + 1));
+            }
+        }
+    }
+    assert_no_problems("installs of `toolhost` from PyPI", &problems);
+}
+
+/// Whether `line` installs the distribution `toolhost` (bare, or with a
+/// version) with pip, pipx or uv.
+fn installs_pypi_toolhost(line: &str) -> bool {
+    ["pip install", "pipx install", "uv tool install"]
+        .iter()
+        .filter_map(|command| line.split_once(command).map(|(_, after)| after))
+        .any(|after| {
+            after
+                .split(|c: char| c.is_whitespace() || c == '`' || c == ')')
+                .any(|word| {
+                    word.strip_prefix("toolhost").is_some_and(|rest| {
+                        rest.is_empty() || rest.starts_with(['=', '>', '<', '~', '['])
+                    })
+                })
+        })
+}

@@ -201,7 +201,7 @@ fn new_writes_every_template_complete_with_placeholders_filled() {
         assert!(readme.starts_with("# my-tools\n"), "{lang}");
         let ci = fs::read_to_string(project.join(".github/workflows/ci.yml")).unwrap();
         assert!(
-            ci.contains(&format!("toolhost=={}", env!("CARGO_PKG_VERSION"))),
+            ci.contains(&format!("toolhost-cli=={}", env!("CARGO_PKG_VERSION"))),
             "{lang}: CI installs this version of the CLI"
         );
         if *lang == "rust" {

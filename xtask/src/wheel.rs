@@ -24,6 +24,10 @@ use crate::test::{Env, Venv, prepare_venv};
 /// The pyproject.toml maturin builds, next to the CLI's Cargo.toml.
 const MANIFEST: &str = "cli/Cargo.toml";
 
+/// How the wheel's file name starts: the distribution `toolhost-cli`, as
+/// wheel names spell it (the PyPI name `toolhost` is someone else's).
+const WHEEL_PREFIX: &str = "toolhost_cli-";
+
 /// `cargo xtask wheel`: prepares `target/venv` (for maturin), then [`check`].
 pub fn run() -> Result<()> {
     let root = root();
@@ -111,7 +115,7 @@ fn wheels_in(dir: &Path) -> Result<Vec<PathBuf>> {
     for entry in entries {
         let path = entry?.path();
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if name.starts_with("toolhost-") && name.ends_with(".whl") {
+        if name.starts_with(WHEEL_PREFIX) && name.ends_with(".whl") {
             wheels.push(path);
         }
     }
