@@ -12,6 +12,7 @@ mod deploy;
 mod layers;
 mod package;
 mod support;
+mod system;
 mod templates;
 mod test;
 mod wheel;
@@ -76,6 +77,7 @@ fn build_plugins() -> Result<PathBuf> {
 /// and calls its `echo` with the built `toolhost`.
 fn demo() -> Result<()> {
     let started = std::time::Instant::now();
+    system::ensure_for_build()?;
     let plugins = build_plugins()?;
     let root = root();
     eprintln!(

@@ -89,7 +89,9 @@ pub fn run(args: &[String]) -> Result<()> {
     let root = root();
     let started = Instant::now();
     keep_temp_files_in_target(&root)?;
+    crate::system::ensure_for_tests()?;
     match args.split_first() {
+        Some((first, [])) if first == "setup" => return Ok(()),
         None => {
             let of = STEPS.len() + 1;
             let venv = step(1, of, "Python venv (target/venv)", || prepare_venv(&root))?;
