@@ -13,6 +13,7 @@ use toolhost::config::{
 };
 use toolhost::events::EventSink;
 use toolhost::manifest::Source;
+#[cfg(feature = "mcp")]
 use toolhost::mcp::{McpConnection, MeteredStore, Metrics};
 use toolhost::permission::{Effect, Rule, Rules};
 use toolhost::store::Store;
@@ -93,6 +94,7 @@ pub(crate) struct Common {
     /// that calls the other tools and returns what it chooses.
     #[arg(long)]
     code_mode: bool,
+    #[cfg(feature = "oci")]
     #[command(flatten)]
     oci: crate::oci::OciArgs,
 }
@@ -122,6 +124,7 @@ impl Common {
     /// The host of `serve`: its store (the embedded one too) opened now and
     /// its operations counted in `metrics`, its plugins compiled in tiers
     /// if `tiered`; permission questions are never asked on the terminal.
+    #[cfg(feature = "mcp")]
     pub(crate) async fn serving_host(
         &self,
         sink: Option<Arc<dyn EventSink>>,
@@ -180,7 +183,10 @@ impl Common {
             builder =
                 builder.compile_worker(CompileWorker::new(exe).arg(crate::COMPILE_WORKER_COMMAND));
         }
-        builder = builder.distribution(self.distribution()?);
+        #[cfg(feature = "oci")]
+        {
+            builder = builder.distribution(self.distribution()?);
+        }
         if !self.no_cache {
             builder = match &self.cache_dir {
                 Some(dir) => builder.cache_dir(dir),
@@ -192,6 +198,7 @@ impl Common {
 
     /// Where `oci://` plugins come from: the content store in the state
     /// directory, the trust flags, `--http-ca`.
+    #[cfg(feature = "oci")]
     pub(crate) fn distribution(&self) -> Result<toolhost::oci::Distribution, Failure> {
         let state = self
             .store
@@ -279,6 +286,12 @@ pub(crate) fn specs(paths: &[PathBuf], common: &Common) -> Result<Specs, Failure
                     });
                 }
                 Source::Mcp(mut server) => {
+                    if !cfg!(feature = "mcp") {
+                        return Err(crate::usage(anyhow::anyhow!(
+                            "{} names an MCP server, and this toolhost was built without MCP (the `mcp` feature); rebuild it with default features",
+                            path.display()
+                        )));
+                    }
                     grants::review_mcp(path, &server, common.yes)?;
                     server.timeout = common.timeout.or(server.timeout);
                     out.servers.push(server);
@@ -299,6 +312,7 @@ fn samples_beside(wasm: &Path) -> Option<PathBuf> {
 /// What keeps a command's tools registered: activations and bridges.
 pub(crate) struct Held {
     pub(crate) _activations: Vec<Activation>,
+    #[cfg(feature = "mcp")]
     pub(crate) _connections: Vec<McpConnection>,
 }
 
@@ -311,21 +325,30 @@ pub(crate) async fn activate_all(host: &Host, specs: &Specs) -> Result<(Location
     for spec in &specs.plugins {
         activations.push(location.load(&spec.path, &spec.options).await?);
     }
+    let held = Held {
+        _activations: activations,
+        #[cfg(feature = "mcp")]
+        _connections: connect_all(&location, &specs.servers).await?,
+    };
+    Ok((location, held))
+}
+
+/// Connects every MCP server into `location`; a server's skipped tools are
+/// noted on stderr.
+#[cfg(feature = "mcp")]
+async fn connect_all(
+    location: &Location,
+    servers: &[McpServerConfig],
+) -> Result<Vec<McpConnection>, Failure> {
     let mut connections = Vec::new();
-    for server in &specs.servers {
+    for server in servers {
         let connection = location.connect_mcp(server.clone()).await?;
         for warning in connection.warnings() {
             crate::stdio::note(&crate::terminal::line(warning));
         }
         connections.push(connection);
     }
-    Ok((
-        location,
-        Held {
-            _activations: activations,
-            _connections: connections,
-        },
-    ))
+    Ok(connections)
 }
 
 /// `--allow ACTION:PATTERN` is an allow rule.

@@ -11,8 +11,10 @@ mod junit;
 mod list;
 mod logging;
 mod new;
+#[cfg(feature = "oci")]
 mod oci;
 mod prompt;
+#[cfg(feature = "mcp")]
 mod serve;
 mod std_tools;
 mod stdio;
@@ -112,6 +114,7 @@ enum Command {
     },
     /// Serve the plugins' tools over the Model Context Protocol (stdio, or
     /// streamable HTTP with --http).
+    #[cfg(feature = "mcp")]
     Serve {
         /// Plugins: .wasm components, .toml manifests, or directories of them.
         #[arg(required_unless_present_any = ["std", "std_readonly"])]
@@ -134,9 +137,11 @@ enum Command {
     /// Push a plugin to an OCI registry (wasm artifact layout), with its
     /// name, version, WIT world and tool names as annotations; --sign signs
     /// it as cosign does.
+    #[cfg(feature = "oci")]
     Push(Box<oci::PushArgs>),
     /// Pull and verify the oci:// plugins that manifests name and pin
     /// their digests in ./toolhost.lock.
+    #[cfg(feature = "oci")]
     Lock {
         /// Manifests (or oci:// references).
         #[arg(required = true)]
@@ -146,6 +151,7 @@ enum Command {
     },
     /// Show an oci:// plugin's digest, annotations and signers without
     /// running it or pulling its component.
+    #[cfg(feature = "oci")]
     Inspect {
         /// oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST.
         reference: String,
@@ -158,6 +164,7 @@ enum Command {
     },
     /// Sign a pushed oci:// plugin: with a key (--key), or by attaching a
     /// keyless Sigstore bundle of its manifest (--bundle).
+    #[cfg(feature = "oci")]
     Sign(Box<oci::SignArgs>),
     /// List recorded outcomes from the store, newest first.
     Events(store::EventsArgs),
@@ -237,7 +244,9 @@ fn main() -> ExitCode {
         return ExitCode::from(toolhost::compile_worker());
     }
     logging::init(cli.log_format);
+    #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    #[cfg(feature = "mcp")]
     if let Command::Serve { serve, .. } = &cli.command
         && let Some(workers) = serve.workers
     {
@@ -279,18 +288,23 @@ fn main() -> ExitCode {
             Command::Compile { plugins, common } => {
                 until_signal(compile::run(&plugins, &common)).await
             }
+            #[cfg(feature = "oci")]
             Command::Push(args) => until_signal(oci::push(&args)).await,
+            #[cfg(feature = "oci")]
             Command::Lock { plugins, common } => until_signal(oci::lock(&plugins, &common)).await,
+            #[cfg(feature = "oci")]
             Command::Inspect {
                 reference,
                 manifest,
                 common,
             } => until_signal(oci::inspect(&reference, manifest.as_deref(), &common)).await,
+            #[cfg(feature = "oci")]
             Command::Sign(args) => until_signal(oci::sign(&args)).await,
             Command::Events(args) => store::events(&args).await,
             Command::Output(args) => store::output(&args).await,
             Command::CompileWorker => unreachable!("handled before the runtime starts"),
             Command::New { name, lang, dir } => new::run(&name, lang, dir.as_deref()),
+            #[cfg(feature = "mcp")]
             Command::Serve {
                 plugins,
                 std,

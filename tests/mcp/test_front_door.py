@@ -363,13 +363,23 @@ def test_r37_a_body_of_small_values_is_charged_what_it_parses_into(workdir: Path
     with http_server(TEXT, workdir, cache_dir, flags=["--max-buffered", "64MiB"]) as server:
         client = Client(server.url)
         zeros = "[" + "0," * (2 * MiB) + "0]"
+        meta = json.dumps(
+            {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "dense", "version": "1"},
+            }
+        )
         body = (
-            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"x","n":'
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":'
+            + meta
+            + ',"arguments":{"message":"x","n":'
             + zeros
             + "}}}"
         )
         baseline = peak_rss_bytes(server.process.pid)
-        reply = client.post(body.encode(), {"mcp-protocol-version": MODERN})
+        headers = {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
+        reply = client.post(body.encode(), headers)
         assert reply.status == 413, (reply.status, reply.body[:300])
         assert b"once parsed" in reply.body, reply.body[:300]
         grown = peak_rss_bytes(server.process.pid) - baseline
