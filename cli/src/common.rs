@@ -175,6 +175,7 @@ impl Common {
         if let Some(dir) = self.store.state_dir() {
             builder = builder.state_dir(dir);
         }
+        builder = builder.store_durability(self.store.durability());
         for pem in &self.http_ca {
             builder = builder.http_root_certificates(pem);
         }

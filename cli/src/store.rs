@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
 use clap::Args;
-use toolhost::store::{OutcomeFilter, Recorded, SqlStore, Store, default_state_dir};
+use toolhost::store::{Durability, OutcomeFilter, Recorded, SqlStore, Store, default_state_dir};
 
 use crate::units::parse_duration;
 use crate::{Failure, exit, stdio, terminal, usage};
@@ -31,6 +31,18 @@ pub(crate) struct StoreArgs {
         alias = "output-dir"
     )]
     state_dir: Option<PathBuf>,
+    /// How durable a SQLite store's commits are: `normal` (each outcome
+    /// reaches the write-ahead log before the reply: survives the process
+    /// crashing) or `full` (each outcome synced to disk before the reply:
+    /// survives power loss too, at a disk sync per call). Postgres keeps
+    /// its own (`synchronous_commit`).
+    #[arg(
+        long,
+        value_name = "LEVEL",
+        env = "TOOLHOST_STORE_DURABILITY",
+        default_value_t = Durability::default()
+    )]
+    store_durability: Durability,
 }
 
 impl StoreArgs {
@@ -41,8 +53,15 @@ impl StoreArgs {
         let Some(url) = &self.store else {
             return Ok(None);
         };
-        let store = SqlStore::open(url).await.map_err(|e| usage(e.into()))?;
+        let store = SqlStore::open_with(url, self.store_durability)
+            .await
+            .map_err(|e| usage(e.into()))?;
         Ok(Some(Arc::new(store)))
+    }
+
+    /// How durable the store's commits are.
+    pub(crate) fn durability(&self) -> Durability {
+        self.store_durability
     }
 
     /// The state directory `--state-dir` names, if any.
@@ -56,7 +75,7 @@ impl StoreArgs {
             return Ok(store);
         }
         let dir = self.state_dir.clone().unwrap_or_else(default_state_dir);
-        let store = SqlStore::embedded(&dir)
+        let store = SqlStore::embedded_with(&dir, self.store_durability)
             .await
             .map_err(|e| usage(e.into()))?;
         Ok(Arc::new(store))

@@ -37,6 +37,7 @@ pub struct HostBuilder {
     max_instances: u32,
     bounds: OutputBounds,
     state_dir: Option<PathBuf>,
+    durability: crate::store::Durability,
     store: Option<StoreSlot>,
     retention: Duration,
     retention_quota: u64,
@@ -63,6 +64,7 @@ impl fmt::Debug for HostBuilder {
             .field("max_instances", &self.max_instances)
             .field("bounds", &self.bounds)
             .field("state_dir", &self.state_dir)
+            .field("durability", &self.durability)
             .field("store", &self.store)
             .field("cache_dir", &self.cache_dir)
             .field("cache_limit", &self.cache_limit)
@@ -81,6 +83,7 @@ impl Default for HostBuilder {
             max_instances: DEFAULT_MAX_INSTANCES,
             bounds: OutputBounds::default(),
             state_dir: None,
+            durability: crate::store::Durability::default(),
             store: None,
             retention: DEFAULT_RETENTION,
             retention_quota: DEFAULT_RETENTION_QUOTA,
@@ -171,6 +174,19 @@ impl HostBuilder {
     /// `~/.local/state/toolhost`.
     pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// How durable the embedded store's commits are: survive the process
+    /// crashing ([`Durability::Normal`]), or also power loss, a disk sync
+    /// per call ([`Durability::Full`]). Default: `Normal`. A [`store`]
+    /// given is opened with its own.
+    ///
+    /// [`Durability::Normal`]: crate::store::Durability::Normal
+    /// [`Durability::Full`]: crate::store::Durability::Full
+    /// [`store`]: HostBuilder::store
+    pub fn store_durability(mut self, durability: crate::store::Durability) -> Self {
+        self.durability = durability;
         self
     }
 
@@ -326,7 +342,10 @@ impl HostBuilder {
             .map(|wasm| CodeMode::new(&runtime, &wasm).map(Arc::new))
             .transpose()?;
         let store = Arc::new(self.store.unwrap_or_else(|| {
-            StoreSlot::embedded(self.state_dir.unwrap_or_else(default_state_dir))
+            StoreSlot::embedded(
+                self.state_dir.unwrap_or_else(default_state_dir),
+                self.durability,
+            )
         }));
         Ok(Host {
             inner: Arc::new(HostInner {

@@ -45,6 +45,48 @@ pub const MAX_LISTED_OUTPUTS: u32 = 1000;
 /// Events (progress, audited requests) kept; older ones are removed.
 pub const MAX_STORED_EVENTS: u64 = 1_000_000;
 
+/// How durable an embedded (SQLite) store's commits are; each outcome is
+/// committed before its call returns at either level (R38). Postgres
+/// decides its own (its `synchronous_commit` setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Each commit reaches the write-ahead log before its call returns,
+    /// without waiting for the disk (SQLite's WAL with
+    /// `synchronous=NORMAL`, its own advice for WAL): outcomes survive the
+    /// process crashing or being killed; an operating-system crash or a
+    /// power loss can lose the commits since the last checkpoint. Default.
+    #[default]
+    Normal,
+    /// Each commit that records an outcome waits for the disk
+    /// (`synchronous=FULL`): outcomes survive a power loss too, at the
+    /// cost of a disk sync per call.
+    Full,
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Durability::Normal => "normal",
+            Durability::Full => "full",
+        })
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Durability, String> {
+        match text {
+            "normal" => Ok(Durability::Normal),
+            "full" => Ok(Durability::Full),
+            other => Err(format!(
+                "`{other}` is not a store durability: `normal` (survives the process crashing; the default) or `full` (survives power loss, a disk sync per call)"
+            )),
+        }
+    }
+}
+
 /// A future of the store.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::OnceCell;
 
 use crate::model::event::{EventSink, ProgressEvent, RequestEvent};
-use crate::store::{SqlStore, Store, StoreError, StoreEvent};
+use crate::store::{Durability, SqlStore, Store, StoreError, StoreEvent};
 
 /// Where a host's store comes from.
 #[derive(Debug)]
@@ -18,6 +18,7 @@ pub(crate) enum StoreSlot {
     /// The embedded store in `dir`, once opened.
     Embedded {
         dir: PathBuf,
+        durability: Durability,
         opened: OnceCell<Arc<dyn Store>>,
     },
     /// No store: outcomes are not recorded, ids never replay, and an
@@ -29,9 +30,10 @@ pub(crate) enum StoreSlot {
 
 impl StoreSlot {
     /// The embedded store in `dir`, not yet opened.
-    pub(crate) fn embedded(dir: PathBuf) -> StoreSlot {
+    pub(crate) fn embedded(dir: PathBuf, durability: Durability) -> StoreSlot {
         StoreSlot::Embedded {
             dir,
+            durability,
             opened: OnceCell::new(),
         }
     }
@@ -41,9 +43,13 @@ impl StoreSlot {
     pub(crate) async fn get(&self) -> Result<Option<&Arc<dyn Store>>, StoreError> {
         match self {
             StoreSlot::Given(store) => Ok(Some(store)),
-            StoreSlot::Embedded { dir, opened } => opened
+            StoreSlot::Embedded {
+                dir,
+                durability,
+                opened,
+            } => opened
                 .get_or_try_init(|| async {
-                    let store = SqlStore::embedded(dir).await?;
+                    let store = SqlStore::embedded_with(dir, *durability).await?;
                     Ok(Arc::new(store) as Arc<dyn Store>)
                 })
                 .await

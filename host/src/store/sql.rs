@@ -1,6 +1,7 @@
-//! The store on a SQL database: an embedded SQLite file (WAL, every commit
-//! that records an outcome synced) or Postgres, the same statements on
-//! both; writes go through the one writer, reads through sqlx's pool.
+//! The store on a SQL database: an embedded SQLite file (WAL; a commit that
+//! records an outcome synced at [`Durability::Full`]) or Postgres, the same
+//! statements on both; writes go through the one writer, reads through
+//! sqlx's pool.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,8 +17,8 @@ use crate::model::outcome::Settlement;
 use crate::store::migrations::{Backend, migrator};
 use crate::store::writer::{self, Counters, StoredOutcome, Unclaimed, Write, Writes};
 use crate::store::{
-    Claim, InputDigest, MAX_LISTED_OUTPUTS, MAX_QUEUED_WRITES, OutcomeFilter, Recorded, Store,
-    StoreError, StoreEvent, StoreFuture, StoredOutput, now_millis, redacted,
+    Claim, Durability, InputDigest, MAX_LISTED_OUTPUTS, MAX_QUEUED_WRITES, OutcomeFilter, Recorded,
+    Store, StoreError, StoreEvent, StoreFuture, StoredOutput, now_millis, redacted,
 };
 
 /// Connections a store keeps open: the writer's and a few readers'.
@@ -69,8 +70,15 @@ impl std::fmt::Debug for SqlStore {
 impl SqlStore {
     /// Opens the store at `url`, `sqlite:PATH` (the file is created) or
     /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` (TLS with
-    /// `?sslmode=require`), and brings its schema up to date.
+    /// `?sslmode=require`), and brings its schema up to date. A SQLite
+    /// store's commits are [`Durability::Normal`].
     pub async fn open(url: &str) -> Result<SqlStore, StoreError> {
+        SqlStore::open_with(url, Durability::default()).await
+    }
+
+    /// [`open`](SqlStore::open), a SQLite store's commits as durable as
+    /// `durability` says (Postgres decides its own).
+    pub async fn open_with(url: &str, durability: Durability) -> Result<SqlStore, StoreError> {
         let backend = backend_of(url)?;
         let name = redacted(url);
         let unreachable = |e: &dyn std::fmt::Display| StoreError::Unreachable {
@@ -109,7 +117,7 @@ impl SqlStore {
         let writes = match backend {
             Backend::Sqlite => {
                 let file = file_of(&pool).await.map_err(|e| unreachable(&e))?;
-                let sqlite = writer::sqlite::spawn(&file, queue, counters.clone())
+                let sqlite = writer::sqlite::spawn(&file, durability, queue, counters.clone())
                     .map_err(|e| unreachable(&e))?;
                 Writes::new(sender, Some(sqlite))
             }
@@ -129,14 +137,21 @@ impl SqlStore {
         })
     }
 
-    /// The embedded store in `dir` (created, private to this user).
+    /// The embedded store in `dir` (created, private to this user), its
+    /// commits [`Durability::Normal`].
     pub async fn embedded(dir: &Path) -> Result<SqlStore, StoreError> {
+        SqlStore::embedded_with(dir, Durability::default()).await
+    }
+
+    /// [`embedded`](SqlStore::embedded), its commits as durable as
+    /// `durability` says.
+    pub async fn embedded_with(dir: &Path, durability: Durability) -> Result<SqlStore, StoreError> {
         crate::files::private_dir(dir).map_err(|e| StoreError::Unreachable {
             store: dir.display().to_string(),
             reason: e.to_string(),
         })?;
         let file = dir.join(EMBEDDED_FILE);
-        SqlStore::open(&format!("sqlite:{}", file.display())).await
+        SqlStore::open_with(&format!("sqlite:{}", file.display()), durability).await
     }
 
     /// Transactions the writer committed, and the writes in them: their

@@ -20,7 +20,7 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc;
 
 use super::{Arg, Cells, Committed, Conn, Counters, Write, apply_all, batch, pending, take_queued};
-use crate::store::MAX_BATCH;
+use crate::store::{Durability, MAX_BATCH};
 
 /// How long a write waits for a lock another process holds (a CLI reading
 /// or pruning the same file) before it fails.
@@ -98,10 +98,11 @@ pub(crate) struct SqliteWriter {
 /// its thread, which commits queued writes until the handle is dropped.
 pub(crate) fn spawn(
     path: &Path,
+    durability: Durability,
     queue: mpsc::Receiver<Write>,
     counters: Arc<Counters>,
 ) -> Result<SqliteWriter, String> {
-    let writer = Writer::open(path).map_err(|e| e.to_string())?;
+    let writer = Writer::open(path, durability).map_err(|e| e.to_string())?;
     let owned = Arc::new(Mutex::new(Owned {
         writer,
         queue,
@@ -196,30 +197,43 @@ impl Drop for Drained {
     }
 }
 
-/// The connection, and the `synchronous` mode last set on it, so a batch
-/// sets it only when it changes (unknown after a failure).
+/// The connection, how durable its commits are, and the `synchronous` mode
+/// last set on it, so a batch sets it only when it changes (unknown after
+/// a failure).
 struct Writer {
     db: Connection,
+    durability: Durability,
     synced: Option<bool>,
 }
 
+/// Pages the write-ahead log grows by before SQLite checkpoints it into
+/// the database (SQLite's own default, set so it is stated): at
+/// [`Durability::Normal`] a checkpoint is also when the disk is synced.
+const WAL_CHECKPOINT_PAGES: u32 = 1000;
+
 impl Writer {
-    fn open(path: &Path) -> rusqlite::Result<Writer> {
+    fn open(path: &Path, durability: Durability) -> rusqlite::Result<Writer> {
         let db = Connection::open(path)?;
         db.busy_timeout(BUSY_TIMEOUT)?;
         db.set_prepared_statement_cache_capacity(PREPARED_STATEMENTS);
         // WAL lets the pool's readers run beside the writer.
         db.pragma_update(None, "journal_mode", "WAL")?;
-        Ok(Writer { db, synced: None })
+        db.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
+        Ok(Writer {
+            db,
+            durability,
+            synced: None,
+        })
     }
 
-    /// One transaction for the batch. It waits for the disk only when it
-    /// records an outcome: a claim, event or retained output lost to a
-    /// crash is harmless (nothing that refers to it was recorded), and the
-    /// synced commit of an outcome makes every earlier commit durable too.
-    /// A write of one statement alone commits as it runs.
+    /// One transaction for the batch. At [`Durability::Full`] it waits for
+    /// the disk when it records an outcome: a claim, event or retained
+    /// output lost to a crash is harmless (nothing that refers to it was
+    /// recorded), and the synced commit of an outcome makes every earlier
+    /// commit durable too. At [`Durability::Normal`] no commit waits for
+    /// the disk. A write of one statement alone commits as it runs.
     fn commit(&mut self, writes: Vec<Write>, events: &AtomicU64) -> Committed {
-        let durable = writes.iter().any(Write::is_durable);
+        let durable = self.durability == Durability::Full && writes.iter().any(Write::is_durable);
         if let Err(e) = self.synchronous(durable) {
             return Err((writes.into_iter().map(pending).collect(), e.to_string()));
         }
@@ -362,7 +376,53 @@ mod tests {
         drop(crate::store::SqlStore::embedded(dir).await.unwrap());
         let (sender, queue) = mpsc::channel(8);
         let file = dir.join(crate::store::sql::EMBEDDED_FILE);
-        (spawn(&file, queue, Arc::default()).unwrap(), sender)
+        let writer = spawn(&file, Durability::Full, queue, Arc::default()).unwrap();
+        (writer, sender)
+    }
+
+    /// An outcome of a call that ran unclaimed: a write that must be durable.
+    fn outcome(call: &str) -> (Write, tokio::sync::oneshot::Receiver<Result<bool, String>>) {
+        let (done, recorded) = tokio::sync::oneshot::channel();
+        let context = crate::model::context::CallContext {
+            call_id: call.into(),
+            ..Default::default()
+        };
+        let write = Write::Record {
+            outcome: super::super::StoredOutcome {
+                context,
+                owner: "test".into(),
+                status: "completed",
+                settlement: "{}".into(),
+            },
+            unclaimed: Some(super::super::Unclaimed {
+                tool: "echo".into(),
+                input: crate::store::InputDigest::of("{}"),
+                started_at: 0,
+            }),
+            done,
+        };
+        (write, recorded)
+    }
+
+    #[tokio::test]
+    async fn r38_a_normal_store_never_waits_for_the_disk_and_a_full_one_syncs_each_outcome() {
+        for (durability, synchronous) in [(Durability::Normal, 1), (Durability::Full, 2)] {
+            let dir = tempfile::tempdir().unwrap();
+            drop(crate::store::SqlStore::embedded(dir.path()).await.unwrap());
+            let file = dir.path().join(crate::store::sql::EMBEDDED_FILE);
+            let mut writer = Writer::open(&file, durability).unwrap();
+            let (write, recorded) = outcome("c1");
+            let Ok(committed) = writer.commit(vec![write], &AtomicU64::new(0)) else {
+                panic!("{durability}: the commit failed");
+            };
+            committed.into_iter().for_each(super::super::answer);
+            assert_eq!(recorded.await.unwrap(), Ok(true), "{durability}");
+            let mode: i64 = writer
+                .db
+                .pragma_query_value(None, "synchronous", |row| row.get(0))
+                .unwrap();
+            assert_eq!(mode, synchronous, "{durability}: the outcome's commit");
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
