@@ -46,10 +46,10 @@ class EditThenRead(ScriptedModel):
             finish = "stop"
         else:
             if self.edit_id in self.results:
-                name, call, arguments = "toolhost_read", self.read_id, {"path": "notes.txt"}
+                name, call, arguments = "toolhost_read", self.read_id, {"filePath": "notes.txt"}
             else:
                 name, call = "toolhost_edit", self.edit_id
-                arguments = {"path": "notes.txt", "oldString": "second line", "newString": self.new_line}
+                arguments = {"filePath": "notes.txt", "oldString": "second line", "newString": self.new_line}
             if name not in request.tools:
                 request.answer = "text"
                 delta["content"] = "ok"

@@ -4,6 +4,7 @@
 //! `/workspace`, reads allowed by rule); and the CLI's `--std` flags.
 
 use std::fs;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::pin::Pin;
 use std::process::Command;
@@ -156,6 +157,18 @@ impl Std {
     }
 }
 
+/// `n` with thousands separators, as the tools write counts.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let groups: Vec<&str> = digits
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    groups.join(",")
+}
+
 fn metadata(s: &Settlement) -> Value {
     Value::Object(completed(s).metadata.clone().unwrap_or_default())
 }
@@ -196,13 +209,13 @@ async fn std_tools_are_the_opencode_names() {
         keys.sort();
         keys
     };
-    assert_eq!(props("read"), ["limit", "offset", "path"]);
-    assert_eq!(props("write"), ["content", "path"]);
+    assert_eq!(props("read"), ["filePath", "limit", "offset"]);
+    assert_eq!(props("write"), ["content", "filePath"]);
     assert_eq!(
         props("edit"),
-        ["newString", "oldString", "path", "replaceAll"]
+        ["filePath", "newString", "oldString", "replaceAll"]
     );
-    assert_eq!(props("apply_patch"), ["patch"]);
+    assert_eq!(props("apply_patch"), ["patchText"]);
     assert_eq!(props("glob"), ["hidden", "limit", "path", "pattern"]);
     assert_eq!(
         props("grep"),
@@ -216,7 +229,34 @@ async fn std_tools_are_the_opencode_names() {
         ]
     );
     assert_eq!(props("list"), ["ignore", "path"]);
-    assert_eq!(props("webfetch"), ["format", "url"]);
+    assert_eq!(props("webfetch"), ["format", "timeout", "url"]);
+}
+
+#[tokio::test]
+async fn std_old_field_names_are_accepted_for_one_release() {
+    let std = Std::new().await;
+    std.put("a.txt", "one\n");
+    assert_eq!(
+        std.ok("read", json!({"path": "a.txt"})).await,
+        "1: one\n\n(End of file: 1 lines.)"
+    );
+    std.ok(
+        "edit",
+        json!({"path": "a.txt", "oldString": "one", "newString": "two"}),
+    )
+    .await;
+    std.ok(
+        "apply_patch",
+        json!({"patch": "*** Begin Patch\n*** Update File: a.txt\n@@\n-two\n+three\n*** End Patch"}),
+    )
+    .await;
+    std.ok("write", json!({"path": "b.txt", "content": "b\n"}))
+        .await;
+    assert_eq!(std.get("a.txt"), b"three\n");
+    assert_eq!(std.get("b.txt"), b"b\n");
+    // Neither name: the error names the new one.
+    let message = std.err("read", json!({"offset": 1})).await;
+    assert!(message.contains("missing field `filePath`"), "{message}");
 }
 
 #[tokio::test]
@@ -227,18 +267,18 @@ async fn std_read_numbers_lines_and_pages_with_what_is_left() {
     std.put("small.txt", "alpha\nbeta\n");
 
     assert_eq!(
-        std.ok("read", json!({"path": "small.txt"})).await,
+        std.ok("read", json!({"filePath": "small.txt"})).await,
         "1: alpha\n2: beta\n\n(End of file: 2 lines.)"
     );
     // An absolute path under the root is the same file.
     assert_eq!(
-        std.ok("read", json!({"path": "/workspace/small.txt"}))
+        std.ok("read", json!({"filePath": "/workspace/small.txt"}))
             .await,
         "1: alpha\n2: beta\n\n(End of file: 2 lines.)"
     );
 
     // The default page: as many lines as fit in 2,000 lines with its note.
-    let s = std.call("read", json!({"path": "big.txt"})).await;
+    let s = std.call("read", json!({"filePath": "big.txt"})).await;
     let page = text(&s);
     assert!(page.starts_with("1: line 1\n2: line 2\n"), "{page}");
     assert!(
@@ -258,18 +298,21 @@ async fn std_read_numbers_lines_and_pages_with_what_is_left() {
     assert_eq!(
         std.ok(
             "read",
-            json!({"path": "big.txt", "offset": 4999, "limit": 10})
+            json!({"filePath": "big.txt", "offset": 4999, "limit": 10})
         )
         .await,
         "4999: line 4999\n5000: line 5000\n\n(End of file: 5,000 lines.)"
     );
     assert_eq!(
-        std.ok("read", json!({"path": "big.txt", "offset": 10, "limit": 2}))
-            .await,
+        std.ok(
+            "read",
+            json!({"filePath": "big.txt", "offset": 10, "limit": 2})
+        )
+        .await,
         "10: line 10\n11: line 11\n\n(Showing lines 10-11 of 5,000. Use offset=12 to continue.)"
     );
     assert_eq!(
-        std.err("read", json!({"path": "big.txt", "offset": 5001}))
+        std.err("read", json!({"filePath": "big.txt", "offset": 5001}))
             .await,
         "offset 5001 is past the end of `big.txt`, which has 5,000 lines."
     );
@@ -277,7 +320,7 @@ async fn std_read_numbers_lines_and_pages_with_what_is_left() {
     // The 50 KiB bound: long lines fill the page before 2,000 lines do.
     let wide: String = (1..=100).map(|i| format!("{i:0>1000}\n")).collect();
     std.put("wide.txt", &wide);
-    let page = std.ok("read", json!({"path": "wide.txt"})).await;
+    let page = std.ok("read", json!({"filePath": "wide.txt"})).await;
     assert!(page.len() <= 50 << 10, "{}", page.len());
     assert!(
         page.contains("of 100 (the page is full at 50 KiB). Use offset="),
@@ -287,7 +330,7 @@ async fn std_read_numbers_lines_and_pages_with_what_is_left() {
 
     // An overlong line is cut with a marker.
     std.put("minified.js", format!("{}\n", "x".repeat(5000)));
-    let page = std.ok("read", json!({"path": "minified.js"})).await;
+    let page = std.ok("read", json!({"filePath": "minified.js"})).await;
     assert!(
         page.starts_with(&format!(
             "1: {}… (line cut at 2000 of 5000 characters)\n",
@@ -299,7 +342,7 @@ async fn std_read_numbers_lines_and_pages_with_what_is_left() {
 
     std.put("empty.txt", "");
     assert_eq!(
-        std.ok("read", json!({"path": "empty.txt"})).await,
+        std.ok("read", json!({"filePath": "empty.txt"})).await,
         "`empty.txt` is empty."
     );
 }
@@ -311,17 +354,17 @@ async fn std_read_lists_a_directory_and_returns_images_as_media() {
     std.put("src/lib/mod.rs", "\n");
     std.put("README.md", "# hi\n");
     assert_eq!(
-        std.ok("read", json!({"path": "src"})).await,
+        std.ok("read", json!({"filePath": "src"})).await,
         "lib/\nmain.rs\n\n(2 entries.)"
     );
     assert_eq!(
-        std.ok("read", json!({"path": ".", "limit": 1})).await,
+        std.ok("read", json!({"filePath": ".", "limit": 1})).await,
         "README.md\n\n(Showing entries 1-1 of 2. Use offset=2 to continue.)"
     );
 
     let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDRpretend-image".to_vec();
     std.put("shot.png", &png);
-    let s = std.call("read", json!({"path": "shot.png"})).await;
+    let s = std.call("read", json!({"filePath": "shot.png"})).await;
     let parts = &completed(&s).content;
     assert_eq!(parts.len(), 2, "{parts:?}");
     match &parts[1] {
@@ -337,7 +380,7 @@ async fn std_read_lists_a_directory_and_returns_images_as_media() {
         other => panic!("not media: {other:?}"),
     }
     std.put("doc.pdf", b"%PDF-1.7\n\0binary");
-    let s = std.call("read", json!({"path": "doc.pdf"})).await;
+    let s = std.call("read", json!({"filePath": "doc.pdf"})).await;
     assert!(
         matches!(&completed(&s).content[1], ContentPart::Media { mime_type, .. } if mime_type == "application/pdf")
     );
@@ -347,12 +390,12 @@ async fn std_read_lists_a_directory_and_returns_images_as_media() {
     huge.resize((5 << 20) + 1, 0);
     std.put("huge.gif", &huge);
     assert_eq!(
-        std.err("read", json!({"path": "huge.gif"})).await,
+        std.err("read", json!({"filePath": "huge.gif"})).await,
         "`huge.gif` is image/gif of 5,242,881 bytes, over the 5 MiB limit for attachments."
     );
     std.put("tool.bin", b"\x7fELF\x02\x01\x01\0\0\0");
     assert_eq!(
-        std.err("read", json!({"path": "tool.bin"})).await,
+        std.err("read", json!({"filePath": "tool.bin"})).await,
         "`tool.bin` is a binary file (10 bytes); read shows text, and PNG, JPEG, GIF, WebP and PDF files as attachments, nothing else."
     );
 }
@@ -368,20 +411,24 @@ async fn std_paths_that_leave_the_root_are_refused() {
     std::os::unix::fs::symlink("ok.txt", std.path("inside/alias.txt")).unwrap();
 
     assert_eq!(
-        std.err("read", json!({"path": "../secret.txt"})).await,
+        std.err("read", json!({"filePath": "../secret.txt"})).await,
         "`../secret.txt` leaves the granted root through `..`; give a path inside it"
     );
     assert_eq!(
-        std.err("read", json!({"path": "/etc/passwd"})).await,
+        std.err("read", json!({"filePath": "/etc/passwd"})).await,
         "`/etc/passwd` is outside the granted root /workspace; give a path relative to the root"
     );
     assert_eq!(
-        std.err("read", json!({"path": "escape/secret.txt"})).await,
-        "`escape/secret.txt` goes through the symbolic link `escape`, which points outside the granted root (or loops); only paths inside the root can be used"
+        std.err("read", json!({"filePath": "escape/secret.txt"}))
+            .await,
+        "`escape/secret.txt` goes through the symbolic link `escape`, whose target is an absolute path: the sandbox reads only relative links, so it cannot follow it. Give the path inside the root that it points to, or ask the user to make the link relative."
     );
     assert_eq!(
-        std.err("write", json!({"path": "inside/up/x.txt", "content": "x"}))
-            .await,
+        std.err(
+            "write",
+            json!({"filePath": "inside/up/x.txt", "content": "x"})
+        )
+        .await,
         "`inside/up/x.txt` goes through the symbolic link `inside/up`, which points outside the granted root (or loops); only paths inside the root can be used"
     );
     assert_eq!(
@@ -391,7 +438,7 @@ async fn std_paths_that_leave_the_root_are_refused() {
     );
     // `..` that stays inside, and a link to a file inside, are fine.
     assert_eq!(
-        std.ok("read", json!({"path": "inside/../inside/alias.txt"}))
+        std.ok("read", json!({"filePath": "inside/../inside/alias.txt"}))
             .await,
         "1: fine\n\n(End of file: 1 lines.)"
     );
@@ -411,7 +458,7 @@ async fn std_write_creates_parents_replaces_atomically_and_keeps_crlf() {
     let s = std
         .call(
             "write",
-            json!({"path": "a/b/new.txt", "content": "one\ntwo\n"}),
+            json!({"filePath": "a/b/new.txt", "content": "one\ntwo\n"}),
         )
         .await;
     assert_eq!(text(&s), "Created `a/b/new.txt` (8 bytes).");
@@ -430,7 +477,7 @@ async fn std_write_creates_parents_replaces_atomically_and_keeps_crlf() {
     assert_eq!(
         std.ok(
             "write",
-            json!({"path": "dos.txt", "content": "new\ntext\n"})
+            json!({"filePath": "dos.txt", "content": "new\ntext\n"})
         )
         .await,
         "Replaced `dos.txt` (14 bytes)."
@@ -445,7 +492,8 @@ async fn std_write_creates_parents_replaces_atomically_and_keeps_crlf() {
     assert_eq!(names, ["a", "dos.txt"]);
 
     assert_eq!(
-        std.err("write", json!({"path": "a", "content": "x"})).await,
+        std.err("write", json!({"filePath": "a", "content": "x"}))
+            .await,
         "`a` is a directory; give a file path."
     );
 }
@@ -457,7 +505,7 @@ async fn std_edit_replaces_one_match_or_says_how_many() {
     assert_eq!(
         std.err(
             "edit",
-            json!({"path": "f.rs", "oldString": "= 1;", "newString": "= 3;"})
+            json!({"filePath": "f.rs", "oldString": "= 1;", "newString": "= 3;"})
         )
         .await,
         "oldString occurs 2 times in `f.rs`; it must occur once. Include more surrounding lines to pick one, or set replaceAll to replace all 2."
@@ -469,7 +517,7 @@ async fn std_edit_replaces_one_match_or_says_how_many() {
     let s = std
         .call(
             "edit",
-            json!({"path": "f.rs", "oldString": "let b = 1;", "newString": "let b = 5;"}),
+            json!({"filePath": "f.rs", "oldString": "let b = 1;", "newString": "let b = 5;"}),
         )
         .await;
     assert_eq!(text(&s), "Edited `f.rs`: 1 replacement.");
@@ -487,7 +535,7 @@ async fn std_edit_replaces_one_match_or_says_how_many() {
     assert_eq!(
         std.ok(
             "edit",
-            json!({"path": "f.rs", "oldString": "let", "newString": "const", "replaceAll": true})
+            json!({"filePath": "f.rs", "oldString": "let", "newString": "const", "replaceAll": true})
         )
         .await,
         "Edited `f.rs`: 3 replacements."
@@ -499,7 +547,7 @@ async fn std_edit_replaces_one_match_or_says_how_many() {
     assert_eq!(
         std.err(
             "edit",
-            json!({"path": "f.rs", "oldString": "nothing like it", "newString": "x"})
+            json!({"filePath": "f.rs", "oldString": "nothing like it", "newString": "x"})
         )
         .await,
         "oldString was not found in `f.rs`, not even ignoring whitespace at its ends, indentation, or whitespace within lines. Read the file again and copy the text exactly, without the `<line>: ` prefixes of read's output."
@@ -507,7 +555,7 @@ async fn std_edit_replaces_one_match_or_says_how_many() {
     assert_eq!(
         std.err(
             "edit",
-            json!({"path": "f.rs", "oldString": "x", "newString": "x"})
+            json!({"filePath": "f.rs", "oldString": "x", "newString": "x"})
         )
         .await,
         "oldString and newString are the same; nothing would change."
@@ -516,7 +564,7 @@ async fn std_edit_replaces_one_match_or_says_how_many() {
     assert_eq!(
         std.ok(
             "edit",
-            json!({"path": "new/g.rs", "oldString": "", "newString": "fn g() {}\n"})
+            json!({"filePath": "new/g.rs", "oldString": "", "newString": "fn g() {}\n"})
         )
         .await,
         "Created `new/g.rs`."
@@ -564,7 +612,7 @@ async fn std_edit_fallbacks_are_each_named() {
         let s = std
             .call(
                 "edit",
-                json!({"path": "main.rs", "oldString": old, "newString": new}),
+                json!({"filePath": "main.rs", "oldString": old, "newString": new}),
             )
             .await;
         assert!(
@@ -588,7 +636,7 @@ async fn std_edit_keeps_crlf_and_the_byte_order_mark() {
     // The model writes `\n`; the file stays CRLF with its mark.
     std.ok(
         "edit",
-        json!({"path": "win.txt", "oldString": "first\nsecond", "newString": "1st\n2nd\nextra"}),
+        json!({"filePath": "win.txt", "oldString": "first\nsecond", "newString": "1st\n2nd\nextra"}),
     )
     .await;
     assert_eq!(
@@ -599,7 +647,7 @@ async fn std_edit_keeps_crlf_and_the_byte_order_mark() {
     assert_eq!(
         std.err(
             "edit",
-            json!({"path": "bin.dat", "oldString": "a", "newString": "b"})
+            json!({"filePath": "bin.dat", "oldString": "a", "newString": "b"})
         )
         .await,
         "`bin.dat` is not UTF-8 text; edit changes text files only."
@@ -640,7 +688,7 @@ async fn std_apply_patch_adds_updates_moves_and_deletes() {
         "*** End Patch",
     ]
     .join("\n");
-    let s = std.call("apply_patch", json!({"patch": patch})).await;
+    let s = std.call("apply_patch", json!({"patchText": patch})).await;
     assert_eq!(
         text(&s),
         "Applied the patch to 5 files:\nA docs/new.md\nM src/app.py\nR old/name.txt -> renamed/name.txt\nM win.txt\nD gone.txt\n"
@@ -694,12 +742,12 @@ async fn std_apply_patch_that_fails_anywhere_changes_nothing() {
     ]
     .join("\n");
     assert_eq!(
-        std.err("apply_patch", json!({"patch": patch})).await,
+        std.err("apply_patch", json!({"patchText": patch})).await,
         "the patch changes `b.txt` twice; nothing was written. Give each file one operation."
     );
     let patch = patch.replace("*** Delete File: b.txt\n", "");
     assert_eq!(
-        std.err("apply_patch", json!({"patch": patch})).await,
+        std.err("apply_patch", json!({"patchText": patch})).await,
         "hunk 1 of `b.txt` does not match the file; nothing was written. These lines were not found:\nnot in the file\nRead the file and make the context and `-` lines match it exactly."
     );
     assert_eq!(std.get("a.txt"), b"one\ntwo\n");
@@ -721,7 +769,9 @@ async fn std_apply_patch_that_fails_anywhere_changes_nothing() {
     refusing.put("a.txt", "one\n");
     let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+1\n*** Add File: z.txt\n+z\n*** End Patch";
     assert_eq!(
-        refusing.err("apply_patch", json!({"patch": patch})).await,
+        refusing
+            .err("apply_patch", json!({"patchText": patch}))
+            .await,
         "Permission denied: edit a.txt"
     );
     assert_eq!(refusing.get("a.txt"), b"one\n");
@@ -891,22 +941,22 @@ async fn std_list_shows_a_tree_without_the_usual_noise() {
 async fn std_permission_actions_and_resources_are_opencodes() {
     let std = Std::with(true, Policy::AskAll, Reply::Once, Vec::new()).await;
     std.put("src/a.txt", "hello\n");
-    std.ok("read", json!({"path": "src/a.txt"})).await;
-    std.ok("read", json!({"path": "src"})).await;
+    std.ok("read", json!({"filePath": "src/a.txt"})).await;
+    std.ok("read", json!({"filePath": "src"})).await;
     std.ok("glob", json!({"pattern": "**/*.txt", "path": "src"}))
         .await;
     std.ok("grep", json!({"pattern": "hel+o"})).await;
     std.ok("list", json!({"path": "src"})).await;
-    std.ok("write", json!({"path": "src/b.txt", "content": "x"}))
+    std.ok("write", json!({"filePath": "src/b.txt", "content": "x"}))
         .await;
     std.ok(
         "edit",
-        json!({"path": "src/a.txt", "oldString": "hello", "newString": "bye"}),
+        json!({"filePath": "src/a.txt", "oldString": "hello", "newString": "bye"}),
     )
     .await;
     std.ok(
         "apply_patch",
-        json!({"patch": "*** Begin Patch\n*** Add File: top.txt\n+t\n*** End Patch"}),
+        json!({"patchText": "*** Begin Patch\n*** Add File: top.txt\n+t\n*** End Patch"}),
     )
     .await;
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
@@ -961,14 +1011,14 @@ async fn std_permission_actions_and_resources_are_opencodes() {
         rejecting
             .err(
                 "edit",
-                json!({"path": "a.txt", "oldString": "keep", "newString": "lose"})
+                json!({"filePath": "a.txt", "oldString": "keep", "newString": "lose"})
             )
             .await,
         "Permission denied: edit a.txt"
     );
     assert_eq!(rejecting.get("a.txt"), b"keep\n");
     // `--std`'s rules: reads are not asked about.
-    rejecting.ok("read", json!({"path": "a.txt"})).await;
+    rejecting.ok("read", json!({"filePath": "a.txt"})).await;
     rejecting.ok("grep", json!({"pattern": "keep"})).await;
     assert_eq!(rejecting.asked().len(), 1, "only the edit was asked about");
 }
@@ -978,23 +1028,23 @@ async fn std_a_read_only_root_refuses_every_edit() {
     let std = Std::with(false, Policy::Careful, Reply::Once, Vec::new()).await;
     std.put("a.txt", "one\n");
     assert_eq!(
-        std.ok("read", json!({"path": "a.txt"})).await,
+        std.ok("read", json!({"filePath": "a.txt"})).await,
         "1: one\n\n(End of file: 1 lines.)"
     );
     for (tool, input) in [
-        ("write", json!({"path": "a.txt", "content": "two\n"})),
-        ("write", json!({"path": "new.txt", "content": "two\n"})),
+        ("write", json!({"filePath": "a.txt", "content": "two\n"})),
+        ("write", json!({"filePath": "new.txt", "content": "two\n"})),
         (
             "edit",
-            json!({"path": "a.txt", "oldString": "one", "newString": "two"}),
+            json!({"filePath": "a.txt", "oldString": "one", "newString": "two"}),
         ),
         (
             "apply_patch",
-            json!({"patch": "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+two\n*** End Patch"}),
+            json!({"patchText": "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+two\n*** End Patch"}),
         ),
         (
             "apply_patch",
-            json!({"patch": "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch"}),
+            json!({"patchText": "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch"}),
         ),
     ] {
         let message = std.err(tool, input.clone()).await;
@@ -1210,7 +1260,7 @@ fn std_cli_flags_serve_the_embedded_tools_with_careful_defaults() {
             w,
             "read",
             "--input",
-            r#"{"path":"notes.txt"}"#,
+            r#"{"filePath":"notes.txt"}"#,
         ],
     );
     assert_eq!(
@@ -1218,7 +1268,7 @@ fn std_cli_flags_serve_the_embedded_tools_with_careful_defaults() {
         (0, "1: hello\n\n(End of file: 1 lines.)\n"),
         "{err}"
     );
-    let edit = r#"{"path":"notes.txt","oldString":"hello","newString":"bye"}"#;
+    let edit = r#"{"filePath":"notes.txt","oldString":"hello","newString":"bye"}"#;
     let (code, _, err) = toolhost(dir.path(), &["call", "--std", w, "edit", "--input", edit]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("Permission denied: edit notes.txt"), "{err}");
@@ -1247,7 +1297,7 @@ fn std_cli_flags_serve_the_embedded_tools_with_careful_defaults() {
             "--yes",
             "write",
             "--input",
-            r#"{"path":"x","content":"x"}"#,
+            r#"{"filePath":"x","content":"x"}"#,
         ],
     );
     assert_eq!(code, 1, "{err}");
@@ -1260,4 +1310,269 @@ fn std_cli_flags_serve_the_embedded_tools_with_careful_defaults() {
         err.contains("--std no-such-dir: cannot find the directory"),
         "{err}"
     );
+}
+
+/// A test server that accepts connections and never answers.
+async fn silent_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn std_grep_skips_files_over_its_limit_counted_and_streams_the_rest() {
+    let std = Std::new().await;
+    // Two files over the 64 MiB limit (text at the start, sparse after).
+    for name in ["big1.log", "big2.log"] {
+        let file = fs::File::create(std.path(name)).unwrap();
+        std::io::Write::write_all(&mut &file, "needle\n".repeat(2000).as_bytes()).unwrap();
+        file.set_len(70_000_000).unwrap();
+    }
+    // A file under the limit but larger than grep's read window: matches
+    // past the window, and on a line longer than it, keep their numbers.
+    let mut lines = String::new();
+    for i in 1..=60_000 {
+        if i % 20_000 == 0 {
+            lines.push_str("a needle here\n");
+        } else {
+            lines.push_str(&format!("line {i}\n"));
+        }
+    }
+    lines.push_str(&"y".repeat(300_000));
+    lines.push_str("needle\n");
+    std.put("mid.txt", &lines);
+    std.put("small.txt", "one needle\n");
+    let s = std.call("grep", json!({"pattern": "needle"})).await;
+    assert_eq!(
+        text(&s),
+        format!(
+            "Found 5 matching lines in 2 files.\n2 files over 64 MiB were not searched.\n\nmid.txt:\n  Line 20000: a needle here\n  Line 40000: a needle here\n  Line 60000: a needle here\n  Line 60001: {}… (line cut at 2000 of 300006 characters)\n\nsmall.txt:\n  Line 1: one needle\n",
+            "y".repeat(2000)
+        )
+    );
+    assert_eq!(metadata(&s)["skippedLargeFiles"], 2);
+}
+
+#[tokio::test]
+async fn std_read_of_a_huge_one_line_file_answers_its_first_line_cut() {
+    let std = Std::new().await;
+    let mut line = "x".repeat(200_000_000);
+    line.push('\n');
+    std.put("one-line.txt", line);
+    assert_eq!(
+        std.ok("read", json!({"filePath": "one-line.txt"})).await,
+        format!(
+            "1: {}… (line cut at 2000 of 200000000 characters)\n\n(End of file: 1 lines.)",
+            "x".repeat(2000)
+        )
+    );
+}
+
+#[tokio::test]
+async fn std_edit_of_a_file_over_the_limit_answers_with_the_limit() {
+    let std = Std::new().await;
+    let mut big = String::from("needle\n");
+    big.push_str(&"a line of ordinary text\n".repeat((110 << 20) / 24));
+    let size = big.len();
+    std.put("big.txt", big);
+    let message = format!(
+        "`big.txt` is too large to edit ({} bytes; edit and apply_patch change files of at most 32 MiB). Leave it unchanged, or ask the user to change it.",
+        thousands(size)
+    );
+    assert_eq!(
+        std.err(
+            "edit",
+            json!({"filePath": "big.txt", "oldString": "needle", "newString": "pin"})
+        )
+        .await,
+        message
+    );
+    let patch = "*** Begin Patch\n*** Update File: big.txt\n@@\n-needle\n+pin\n*** End Patch";
+    assert_eq!(
+        std.err("apply_patch", json!({"patchText": patch})).await,
+        format!("`*** Update File: big.txt`: {message} Nothing was written.")
+    );
+    assert!(std.get("big.txt").starts_with(b"needle\n"));
+}
+
+#[tokio::test]
+async fn std_apply_patch_deletes_a_link_not_its_target() {
+    let std = Std::new().await;
+    std.put("real.txt", "keep\n");
+    std::os::unix::fs::symlink("real.txt", std.path("link.txt")).unwrap();
+    assert_eq!(
+        std.ok(
+            "apply_patch",
+            json!({"patchText": "*** Begin Patch\n*** Delete File: link.txt\n*** End Patch"})
+        )
+        .await,
+        "Applied the patch to 1 files:\nD link.txt\n"
+    );
+    assert!(fs::symlink_metadata(std.path("link.txt")).is_err());
+    assert_eq!(std.get("real.txt"), b"keep\n");
+    // Updating through a link changes its target, and keeps the link.
+    std::os::unix::fs::symlink("real.txt", std.path("link.txt")).unwrap();
+    std.ok(
+        "apply_patch",
+        json!({"patchText": "*** Begin Patch\n*** Update File: link.txt\n@@\n-keep\n+kept\n*** End Patch"}),
+    )
+    .await;
+    assert!(
+        fs::symlink_metadata(std.path("link.txt"))
+            .unwrap()
+            .is_symlink()
+    );
+    assert_eq!(std.get("real.txt"), b"kept\n");
+}
+
+#[tokio::test]
+async fn std_apply_patch_accepts_indented_headers_and_a_heredoc() {
+    let std = Std::new().await;
+    std.put("a.txt", "one\ntwo\n");
+    // Headers indented (inside an update's hunks an indented line is
+    // context, so a header there is not).
+    let indented = "*** Begin Patch\n  *** Add File: b.txt\n+b\n  *** Update File: a.txt\n@@\n-one\n+1\n *** End Patch";
+    assert_eq!(
+        std.ok("apply_patch", json!({"patchText": indented})).await,
+        "Applied the patch to 2 files:\nA b.txt\nM a.txt\n"
+    );
+    assert_eq!(std.get("a.txt"), b"1\ntwo\n");
+    for (n, heredoc) in [
+        "cat <<'EOF'\n*** Begin Patch\n*** Update File: a.txt\n@@\n-two\n+2\n*** End Patch\nEOF\n",
+        "<<EOF\n*** Begin Patch\n*** Update File: a.txt\n@@\n-2\n+II\n*** End Patch\nEOF",
+        "apply_patch <<\"PATCH\"\n*** Begin Patch\n*** Delete File: b.txt\n*** End Patch\nPATCH\n",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let s = std.call("apply_patch", json!({"patchText": heredoc})).await;
+        assert_eq!(
+            s.outcome.status(),
+            "completed",
+            "{n}: {}",
+            error_message(&s)
+        );
+    }
+    assert_eq!(std.get("a.txt"), b"1\nII\n");
+    assert!(!std.path("b.txt").exists());
+}
+
+#[tokio::test]
+async fn std_edits_keep_each_lines_own_ending() {
+    let std = Std::new().await;
+    // Mostly CRLF, one LF line: new lines get CRLF, untouched lines keep
+    // their own endings.
+    std.put("mixed.txt", "a\r\nb\nc\r\nd\r\n");
+    std.ok(
+        "edit",
+        json!({"filePath": "mixed.txt", "oldString": "c", "newString": "c1\nc2"}),
+    )
+    .await;
+    assert_eq!(std.get("mixed.txt"), b"a\r\nb\nc1\r\nc2\r\nd\r\n");
+    std.ok(
+        "edit",
+        json!({"filePath": "mixed.txt", "oldString": "b\nc1", "newString": "B\nC1"}),
+    )
+    .await;
+    assert_eq!(std.get("mixed.txt"), b"a\r\nB\nC1\r\nc2\r\nd\r\n");
+    let patch =
+        "*** Begin Patch\n*** Update File: mixed.txt\n@@\n a\n B\n-C1\n+new\n c2\n*** End Patch";
+    std.ok("apply_patch", json!({"patchText": patch})).await;
+    assert_eq!(std.get("mixed.txt"), b"a\r\nB\nnew\r\nc2\r\nd\r\n");
+    // Mostly LF: new lines get LF; the CRLF line stays CRLF.
+    std.put("unix.txt", "x\ny\r\nz\n");
+    let patch = "*** Begin Patch\n*** Update File: unix.txt\n@@\n x\n+w\n y\n*** End Patch";
+    std.ok("apply_patch", json!({"patchText": patch})).await;
+    assert_eq!(std.get("unix.txt"), b"x\nw\ny\r\nz\n");
+}
+
+#[tokio::test]
+async fn std_apply_patch_move_onto_an_existing_file_replaces_it() {
+    let std = Std::new().await;
+    std.put("from.txt", "one\n");
+    std.put("to.txt", "old\n");
+    let patch = "*** Begin Patch\n*** Update File: from.txt\n*** Move to: to.txt\n@@\n-one\n+two\n*** End Patch";
+    assert_eq!(
+        std.ok("apply_patch", json!({"patchText": patch})).await,
+        "Applied the patch to 1 files:\nR from.txt -> to.txt\n"
+    );
+    assert_eq!(std.get("to.txt"), b"two\n");
+    assert!(!std.path("from.txt").exists());
+    // A patch that fails later puts the replaced file back.
+    std.put("from.txt", "one\n");
+    let patch = "*** Begin Patch\n*** Update File: from.txt\n*** Move to: to.txt\n@@\n-one\n+three\n*** Update File: nowhere.txt\n@@\n-x\n+y\n*** End Patch";
+    std.err("apply_patch", json!({"patchText": patch})).await;
+    assert_eq!(std.get("to.txt"), b"two\n");
+    assert_eq!(std.get("from.txt"), b"one\n");
+}
+
+#[tokio::test]
+async fn std_an_absolute_link_is_refused_for_what_it_is() {
+    let std = Std::new().await;
+    std.put("b/target.txt", "inside\n");
+    // The host reads no absolute link, even one into the root: the refusal
+    // says so, not that it points outside.
+    std::os::unix::fs::symlink("/workspace/b", std.path("a")).unwrap();
+    assert_eq!(
+        std.err("read", json!({"filePath": "a/target.txt"})).await,
+        "`a/target.txt` goes through the symbolic link `a`, whose target is an absolute path: the sandbox reads only relative links, so it cannot follow it. Give the path inside the root that it points to, or ask the user to make the link relative."
+    );
+    // A relative link into the root is followed.
+    std::os::unix::fs::symlink("b", std.path("c")).unwrap();
+    assert_eq!(
+        std.ok("read", json!({"filePath": "c/target.txt"})).await,
+        "1: inside\n\n(End of file: 1 lines.)"
+    );
+}
+
+#[tokio::test]
+async fn std_edit_and_write_call_a_fifo_not_a_regular_file() {
+    let std = Std::new().await;
+    let status = Command::new("mkfifo")
+        .arg(std.path("pipe"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        std.err(
+            "edit",
+            json!({"filePath": "pipe", "oldString": "a", "newString": "b"})
+        )
+        .await,
+        "`pipe` is not a regular file (a FIFO, socket or device); edit changes regular files only."
+    );
+    assert_eq!(
+        std.err("write", json!({"filePath": "pipe", "content": "x"}))
+            .await,
+        "`pipe` is not a regular file (a FIFO, socket or device); write replaces regular files only."
+    );
+    assert!(
+        fs::symlink_metadata(std.path("pipe"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
+#[tokio::test]
+async fn std_webfetch_gives_up_after_its_timeout() {
+    let addr = silent_server().await;
+    let origin = format!("http://{addr}");
+    let grant: HttpGrant = format!("{origin}/*").parse().unwrap();
+    let std = Std::with(true, Policy::Careful, Reply::Once, vec![grant]).await;
+    let url = format!("{origin}/slow");
+    let started = std::time::Instant::now();
+    assert_eq!(
+        std.err("webfetch", json!({"url": url, "timeout": 1})).await,
+        format!(
+            "fetching {url} timed out after 1 s; try again with a larger timeout (at most 120 s)."
+        )
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }

@@ -1,22 +1,29 @@
-//! `edit {path, oldString, newString, replaceAll?}`: exact string
+//! `edit {filePath, oldString, newString, replaceAll?}`: exact string
 //! replacement, with named fallbacks for the usual slips of a model.
 
-use std::fs;
+use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::ops::Range;
 
 use toolhost_sdk::prelude::*;
 
-use crate::root::{Root, Target, ask, create_parents, fs_error, save_for_file, write_atomic};
+use crate::root::{
+    MAX_EDIT_BYTES, Root, Target, ask, create_parents, fs_error, read_to_change, save_for_file,
+    write_atomic,
+};
 use crate::text::{TextFile, count, normalize};
 
 /// The arguments of `edit`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(crate = "toolhost_sdk::serde")]
 #[schemars(crate = "toolhost_sdk::schemars")]
+#[schemars(transform = crate::alias::file_path)]
 #[serde(rename_all = "camelCase")]
 pub struct EditInput {
-    /// The file to edit, relative to the workspace root.
-    pub path: String,
+    /// The file to edit, relative to the workspace root (or absolute under
+    /// it).
+    #[serde(alias = "path")]
+    pub file_path: String,
     /// The exact text to replace. Empty creates the file (which must not
     /// exist) with `newString`.
     pub old_string: String,
@@ -33,48 +40,53 @@ pub struct Edit;
 
 impl Tool for Edit {
     const NAME: &'static str = "edit";
-    const DESCRIPTION: &'static str = "Replace text in a file of the workspace. `oldString` must occur exactly once unless `replaceAll` is set; otherwise the error says how many times it occurs, and more surrounding lines make it unique. Copy `oldString` from read's output without the `<line>: ` prefix. When the exact text is not found, matching that ignores a trimmed string's ends, indentation, or whitespace is tried, and the result names the one used. CRLF line endings and a byte-order mark are kept. Asks for `edit` permission first.";
+    const DESCRIPTION: &'static str = "Replace text in a file of the workspace. `oldString` must occur exactly once unless `replaceAll` is set; otherwise the error says how many times it occurs, and more surrounding lines make it unique. Copy `oldString` from read's output without the `<line>: ` prefix. When the exact text is not found, matching that ignores a trimmed string's ends, indentation, or whitespace is tried, and the result names the one used. Line endings and a byte-order mark are kept. Asks for `edit` permission first.";
     type Input = EditInput;
     type Output = NoOutput;
 
     fn execute(input: EditInput, cx: &Context) -> ToolResult<NoOutput> {
         let root = Root::of(cx)?;
-        let target = root.resolve(Some(&input.path))?;
+        let target = root.resolve(Some(&input.file_path))?;
         if input.old_string == input.new_string {
             return Err("oldString and newString are the same; nothing would change.".into());
         }
         if input.old_string.is_empty() {
             return create(&target, &input.new_string, cx);
         }
-        let bytes = fs::read(&target.path).map_err(|e| fs_error("edit", &target.rel, &e))?;
-        let Some(file) = TextFile::decode(bytes) else {
+        let Some(file) = TextFile::decode(read_to_change(&target, "edit")?) else {
             return Err(format!(
                 "`{}` is not UTF-8 text; edit changes text files only.",
                 target.rel
             )
             .into());
         };
+        let text = file.normalized();
         let old = normalize(&input.old_string);
         let new = normalize(&input.new_string);
-        let found = find(&file.text, &old, &new, input.replace_all, &target.rel)?;
+        let found = find(&file, &text, &old, &new, input.replace_all, &target.rel)?;
+        if found.bytes as u64 > MAX_EDIT_BYTES {
+            return Err(format!(
+                "The edit would make `{}` up to {} bytes, over the {} MiB limit of edit and apply_patch; replace less at once.",
+                target.rel,
+                count(found.bytes),
+                MAX_EDIT_BYTES >> 20
+            )
+            .into());
+        }
         ask(
             cx,
             "edit",
             &[target.rel.as_str()],
             &save_for_file(&target.rel),
-            Some(json!({ "tool": "edit", "replacements": found.ranges.len() })),
+            Some(json!({ "tool": "edit", "replacements": found.count })),
         )?;
-        let mut text = String::with_capacity(file.text.len() + new.len());
-        let mut at = 0;
-        for (range, replacement) in found.ranges.iter().zip(&found.replacements) {
-            text.push_str(&file.text[at..range.start]);
-            text.push_str(replacement);
-            at = range.end;
-        }
-        text.push_str(&file.text[at..]);
-        write_atomic(&target.path, &file.encode(&text))
-            .map_err(|e| fs_error("write", &target.rel, &e))?;
-        let n = found.ranges.len();
+        let edits = matches(&text, &old, found.fallback).map(|range| {
+            let new = replacement(found.fallback, &new, &old, &text[range.clone()]);
+            (range, new)
+        });
+        let bytes = file.splice(&text, edits, found.bytes);
+        write_atomic(&target.path, &bytes).map_err(|e| fs_error("write", &target.rel, &e))?;
+        let n = found.count;
         let mut message = format!(
             "Edited `{}`: {} replacement{}.",
             target.rel,
@@ -163,46 +175,55 @@ impl Fallback {
     }
 }
 
-/// Where to replace, and with what.
+/// How `oldString` was found.
 struct Found {
-    ranges: Vec<Range<usize>>,
-    replacements: Vec<String>,
+    /// The fallback that found it; `None` when it was found exactly.
     fallback: Option<Fallback>,
+    /// How many times.
+    count: usize,
+    /// The most the file can be with every match replaced.
+    bytes: usize,
 }
 
-/// Finds `old` in `text` exactly, or else with the first fallback that
-/// finds it; it must be found once unless `all`.
-fn find(text: &str, old: &str, new: &str, all: bool, rel: &str) -> Result<Found, ToolError> {
-    let exact: Vec<Range<usize>> = text
-        .match_indices(old)
-        .map(|(at, m)| at..at + m.len())
-        .collect();
-    if !exact.is_empty() {
-        return choose(exact, None, all, rel, |_| new.to_owned());
-    }
-    for fallback in Fallback::ALL {
-        let found = match fallback {
-            Fallback::Trimmed => {
-                let trimmed = old.trim();
-                if trimmed.is_empty() || trimmed == old {
-                    continue;
-                }
-                let ranges: Vec<_> = text
-                    .match_indices(trimmed)
-                    .map(|(at, m)| at..at + m.len())
-                    .collect();
-                (ranges, new.trim().to_owned())
-            }
-            _ => (line_matches(text, old, fallback), String::new()),
-        };
-        let (ranges, trimmed_new) = found;
-        if ranges.is_empty() {
+/// Finds `old` in `text` (`file`'s normalized contents) exactly, or else
+/// with the first fallback that finds it; it must be found once unless
+/// `all`. Matches are counted, not kept: a file can hold millions.
+fn find(
+    file: &TextFile,
+    text: &str,
+    old: &str,
+    new: &str,
+    all: bool,
+    rel: &str,
+) -> Result<Found, ToolError> {
+    let fallbacks = Fallback::ALL.into_iter().map(Some);
+    for fallback in std::iter::once(None).chain(fallbacks) {
+        let mut n = 0;
+        let mut bytes = file.text.len();
+        for range in matches(text, old, fallback) {
+            n += 1;
+            // At most: every new line ending may be two bytes.
+            let new = replacement(fallback, new, old, &text[range.clone()]);
+            let written = new.len() + memchr::memchr_iter(b'\n', new.as_bytes()).count();
+            bytes = (bytes + written).saturating_sub(range.len());
+        }
+        if n == 0 {
             continue;
         }
-        return choose(ranges, Some(fallback), all, rel, |range| match fallback {
-            Fallback::Trimmed => trimmed_new.clone(),
-            Fallback::Indentation => reindent(new, old, &text[range.clone()]),
-            _ => new.to_owned(),
+        if n > 1 && !all {
+            let how = fallback.map_or(String::new(), |f| {
+                format!(" (matching with the `{}` fallback)", f.name())
+            });
+            return Err(ToolError::new(format!(
+                "oldString occurs {} times in `{rel}`{how}; it must occur once. Include more surrounding lines to pick one, or set replaceAll to replace all {}.",
+                count(n),
+                count(n)
+            )));
+        }
+        return Ok(Found {
+            fallback,
+            count: n,
+            bytes,
         });
     }
     Err(ToolError::new(format!(
@@ -210,68 +231,104 @@ fn find(text: &str, old: &str, new: &str, all: bool, rel: &str) -> Result<Found,
     )))
 }
 
-fn choose(
-    ranges: Vec<Range<usize>>,
+/// The byte ranges where `fallback` (exactly when `None`) finds `old` in
+/// `text`, in order, not overlapping.
+fn matches<'a>(
+    text: &'a str,
+    old: &'a str,
     fallback: Option<Fallback>,
-    all: bool,
-    rel: &str,
-    replacement: impl Fn(&Range<usize>) -> String,
-) -> Result<Found, ToolError> {
-    if ranges.len() > 1 && !all {
-        let how = fallback.map_or(String::new(), |f| {
-            format!(" (matching with the `{}` fallback)", f.name())
-        });
-        return Err(ToolError::new(format!(
-            "oldString occurs {} times in `{rel}`{how}; it must occur once. Include more surrounding lines to pick one, or set replaceAll to replace all {}.",
-            count(ranges.len()),
-            count(ranges.len())
-        )));
+) -> Box<dyn Iterator<Item = Range<usize>> + 'a> {
+    let exact = |old: &'a str| text.match_indices(old).map(|(at, m)| at..at + m.len());
+    match fallback {
+        None => Box::new(exact(old)),
+        Some(Fallback::Trimmed) => {
+            let trimmed = old.trim();
+            if trimmed.is_empty() || trimmed == old {
+                Box::new(std::iter::empty())
+            } else {
+                Box::new(exact(trimmed))
+            }
+        }
+        Some(fallback) => Box::new(Blocks::new(text, old, fallback)),
     }
-    let replacements = ranges.iter().map(replacement).collect();
-    Ok(Found {
-        ranges,
-        replacements,
-        fallback,
-    })
 }
 
-/// The byte ranges of whole-line blocks of `text` that equal the lines of
-/// `old` under `fallback`, not overlapping.
-fn line_matches(text: &str, old: &str, fallback: Fallback) -> Vec<Range<usize>> {
-    let old = old.strip_suffix('\n').unwrap_or(old);
-    let wanted: Vec<&str> = old.split('\n').collect();
-    if wanted.iter().all(|l| l.trim().is_empty()) {
-        return Vec::new();
+/// What replaces the match `matched` of `old` found by `fallback`.
+fn replacement<'a>(
+    fallback: Option<Fallback>,
+    new: &'a str,
+    old: &str,
+    matched: &str,
+) -> Cow<'a, str> {
+    match fallback {
+        Some(Fallback::Trimmed) => Cow::Borrowed(new.trim()),
+        Some(Fallback::Indentation) => Cow::Owned(reindent(new, old, matched)),
+        _ => Cow::Borrowed(new),
     }
-    let mut lines: Vec<Range<usize>> = Vec::new();
-    let mut start = 0;
-    for (at, _) in text.match_indices('\n') {
-        lines.push(start..at);
-        start = at + 1;
-    }
-    lines.push(start..text.len());
-    let line = |i: usize| &text[lines[i].clone()];
-    let mut found = Vec::new();
-    let mut i = 0;
-    while i + wanted.len() <= lines.len() {
-        let block: Vec<&str> = (i..i + wanted.len()).map(line).collect();
-        let equal = match fallback {
-            Fallback::Indentation => dedent(&block) == dedent(&wanted),
-            Fallback::LineTrimmed => block.iter().zip(&wanted).all(|(a, b)| a.trim() == b.trim()),
-            Fallback::Whitespace => block
-                .iter()
-                .zip(&wanted)
-                .all(|(a, b)| collapse(a) == collapse(b)),
-            Fallback::Trimmed => false,
-        };
-        if equal {
-            found.push(lines[i].start..lines[i + wanted.len() - 1].end);
-            i += wanted.len();
-        } else {
-            i += 1;
+}
+
+/// The whole-line blocks of a text that equal the lines of `old` under a
+/// line fallback: a window of as many lines as `old` has slides over the
+/// text, so memory stays that of `old`.
+struct Blocks<'a> {
+    text: &'a str,
+    fallback: Fallback,
+    wanted: Vec<&'a str>,
+    /// `wanted` without its common indentation (the indentation fallback).
+    dedented: Vec<String>,
+    /// Where the next line starts; `None` past the last.
+    next: Option<usize>,
+    window: VecDeque<Range<usize>>,
+}
+
+impl<'a> Blocks<'a> {
+    fn new(text: &'a str, old: &'a str, fallback: Fallback) -> Blocks<'a> {
+        let old = old.strip_suffix('\n').unwrap_or(old);
+        let wanted: Vec<&str> = old.split('\n').collect();
+        // Blank lines alone would match anywhere.
+        let blank = wanted.iter().all(|l| l.trim().is_empty());
+        Blocks {
+            text,
+            fallback,
+            dedented: dedent(&wanted),
+            wanted,
+            next: (!blank).then_some(0),
+            window: VecDeque::new(),
         }
     }
-    found
+
+    fn equal(&self) -> bool {
+        let block = self.window.iter().map(|r| &self.text[r.clone()]);
+        match self.fallback {
+            Fallback::Indentation => dedent(&block.collect::<Vec<_>>()) == self.dedented,
+            Fallback::LineTrimmed => block.zip(&self.wanted).all(|(a, b)| a.trim() == b.trim()),
+            Fallback::Whitespace => block
+                .zip(&self.wanted)
+                .all(|(a, b)| a.split_whitespace().eq(b.split_whitespace())),
+            Fallback::Trimmed => false,
+        }
+    }
+}
+
+impl Iterator for Blocks<'_> {
+    type Item = Range<usize>;
+
+    fn next(&mut self) -> Option<Range<usize>> {
+        loop {
+            let start = self.next?;
+            let end = memchr::memchr(b'\n', &self.text.as_bytes()[start..]).map(|i| start + i);
+            self.next = end.map(|end| end + 1);
+            self.window.push_back(start..end.unwrap_or(self.text.len()));
+            if self.window.len() > self.wanted.len() {
+                self.window.pop_front();
+            }
+            if self.window.len() == self.wanted.len() && self.equal() {
+                let block = self.window[0].start..self.window[self.wanted.len() - 1].end;
+                self.window.clear();
+                return Some(block);
+            }
+        }
+    }
 }
 
 /// The smallest indentation of the non-blank lines.
@@ -300,10 +357,6 @@ fn dedent(lines: &[&str]) -> Vec<String> {
             }
         })
         .collect()
-}
-
-fn collapse(line: &str) -> String {
-    line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `new`, whose indentation was relative to `old`'s, indented like

@@ -14,6 +14,7 @@
 //! tools; the `toolhost` CLI embeds both (`--std DIR`).
 #![deny(missing_docs)]
 
+mod alias;
 pub mod edit;
 pub mod patch;
 pub mod read;

@@ -1,4 +1,4 @@
-//! `read {path, offset?, limit?}`: a page of a text file with line
+//! `read {filePath, offset?, limit?}`: a page of a text file with line
 //! numbers, a directory's entries, or an image or PDF as media.
 
 use std::fmt::Write as _;
@@ -8,7 +8,7 @@ use std::io::{self, BufRead, BufReader, Read as _};
 use toolhost_sdk::prelude::*;
 
 use crate::root::{Root, Target, ask, fs_error, save_for_dir, save_for_file};
-use crate::text::{SNIFF_BYTES, count, cut_line, is_binary, media_type};
+use crate::text::{SNIFF_BYTES, chars_in, count, cut_line_of, is_binary, media_type};
 
 /// Lines in one page, its continuation note included: opencode's page,
 /// and the host's default line bound, so a page reaches the model whole.
@@ -22,6 +22,11 @@ pub const PAGE_BYTES: usize = 50 << 10;
 /// line would otherwise fill the page.
 pub const MAX_LINE_CHARS: usize = 2000;
 
+/// Bytes of one line held while reading: [`MAX_LINE_CHARS`] characters
+/// of up to 4 bytes each. The rest of a longer line is counted, not held,
+/// so a file of one huge line is read in constant memory.
+const MAX_LINE_BYTES: usize = MAX_LINE_CHARS * 4;
+
 /// The largest image or PDF returned as media: the host's limit on one
 /// media part.
 pub const MAX_MEDIA_BYTES: u64 = 5 << 20;
@@ -34,9 +39,12 @@ const NOTE_BYTES: usize = 200;
 #[derive(Deserialize, JsonSchema)]
 #[serde(crate = "toolhost_sdk::serde")]
 #[schemars(crate = "toolhost_sdk::schemars")]
+#[schemars(transform = crate::alias::file_path)]
 pub struct ReadInput {
-    /// The file or directory to read, relative to the workspace root.
-    pub path: String,
+    /// The file or directory to read, relative to the workspace root (or
+    /// absolute under it).
+    #[serde(rename = "filePath", alias = "path")]
+    pub file_path: String,
     /// The line (or directory entry) to start from, 1-based. Default: 1.
     #[schemars(range(min = 1))]
     pub offset: Option<u64>,
@@ -57,7 +65,7 @@ impl Tool for Read {
 
     fn execute(input: ReadInput, cx: &Context) -> ToolResult<NoOutput> {
         let root = Root::of(cx)?;
-        let target = root.resolve(Some(&input.path))?;
+        let target = root.resolve(Some(&input.file_path))?;
         let metadata = fs::metadata(&target.path).map_err(|e| fs_error("read", &target.rel, &e))?;
         let offset = usize::try_from(input.offset.unwrap_or(1).max(1)).unwrap_or(usize::MAX);
         let limit = usize::try_from(input.limit.unwrap_or(PAGE_LINES as u64))
@@ -97,7 +105,7 @@ impl Tool for Read {
             return Err(format!(
                 "`{}` is a binary file ({} bytes); read shows text, and PNG, JPEG, GIF, WebP and PDF files as attachments, nothing else.",
                 target.rel,
-                count(metadata.len() as usize)
+                count(metadata.len())
             )
             .into());
         }
@@ -115,7 +123,7 @@ fn media(target: &Target, mime: &str, size: u64) -> ToolResult<NoOutput> {
         return Err(format!(
             "`{}` is {mime} of {} bytes, over the {} MiB limit for attachments.",
             target.rel,
-            count(size as usize),
+            count(size),
             MAX_MEDIA_BYTES >> 20
         )
         .into());
@@ -158,16 +166,19 @@ fn page(
     }
     let mut text = String::new();
     let mut shown = 0;
-    let mut line = Vec::new();
+    let mut line = Vec::with_capacity(MAX_LINE_BYTES);
     let mut ended_early = false;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
+    while let Some(chars) = read_line(&mut reader, &mut line)? {
         let number = offset + shown;
-        let content = String::from_utf8_lossy(trim_newline(&line));
-        let formatted = format!("{number}: {}\n", cut_line(&content, MAX_LINE_CHARS));
+        let content = String::from_utf8_lossy(&line);
+        let formatted = if chars > MAX_LINE_CHARS {
+            format!(
+                "{number}: {}\n",
+                cut_line_of(&content, MAX_LINE_CHARS, chars)
+            )
+        } else {
+            format!("{number}: {content}\n")
+        };
         if shown == limit || text.len() + formatted.len() > PAGE_BYTES - NOTE_BYTES {
             ended_early = true;
             break;
@@ -250,9 +261,45 @@ fn count_lines(reader: &mut impl BufRead) -> io::Result<usize> {
     Ok(lines + usize::from(last != b'\n'))
 }
 
-fn trim_newline(line: &[u8]) -> &[u8] {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    line.strip_suffix(b"\r").unwrap_or(line)
+/// Reads one line into `line`, without its ending: the first
+/// [`MAX_LINE_BYTES`] of it, the rest only counted. The characters of the
+/// whole line; `None` at the end of the file.
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> io::Result<Option<usize>> {
+    line.clear();
+    let mut chars = 0;
+    let mut bytes = 0;
+    let mut last = None;
+    let mut any = false;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            break;
+        }
+        any = true;
+        let newline = memchr::memchr(b'\n', buffer);
+        let piece = &buffer[..newline.unwrap_or(buffer.len())];
+        let room = MAX_LINE_BYTES - line.len();
+        line.extend_from_slice(&piece[..piece.len().min(room)]);
+        chars += chars_in(piece);
+        bytes += piece.len();
+        last = piece.last().copied().or(last);
+        let used = newline.map_or(buffer.len(), |at| at + 1);
+        reader.consume(used);
+        if newline.is_some() {
+            break;
+        }
+    }
+    if !any {
+        return Ok(None);
+    }
+    // A `\r` before the `\n` is part of the ending.
+    if last == Some(b'\r') {
+        chars -= 1;
+        if bytes <= MAX_LINE_BYTES {
+            line.pop();
+        }
+    }
+    Ok(Some(chars))
 }
 
 /// A directory's entries, sorted, a page of them.

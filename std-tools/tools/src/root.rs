@@ -111,12 +111,20 @@ impl Root {
             }
             hops += 1;
             let link = relative_name(&resolved, &name);
-            let target = fs::read_link(&candidate)
-                .ok()
-                .filter(|_| hops <= MAX_SYMLINK_HOPS);
-            // An absolute target is a host path: outside, whatever it names.
-            let Some(target) = target.filter(|t| !t.is_absolute()) else {
+            if hops > MAX_SYMLINK_HOPS {
                 return Err(through_link(given, &link));
+            }
+            let target = match fs::read_link(&candidate) {
+                // An absolute target would be a host path: outside, whatever
+                // it names (the host does not even read one, below).
+                Ok(target) if !target.is_absolute() => target,
+                // The host refuses to read a link whose target is absolute.
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    return Err(ToolError::new(format!(
+                        "`{given}` goes through the symbolic link `{link}`, whose target is an absolute path: the sandbox reads only relative links, so it cannot follow it. Give the path inside the root that it points to, or ask the user to make the link relative."
+                    )));
+                }
+                _ => return Err(through_link(given, &link)),
             };
             // The link's target replaces it, relative to its directory; a
             // `..` of it that climbs above the root is a link out of it.
@@ -140,6 +148,31 @@ impl Root {
         Ok(Target {
             path: self.join(&resolved),
             rel,
+        })
+    }
+
+    /// Resolves `given` as [`Root::resolve`] does, except its last
+    /// component: a symbolic link there is itself the target, as it is
+    /// for what deleting or moving a file away removes.
+    pub fn resolve_entry(&self, given: &str) -> Result<Target, ToolError> {
+        let path = Path::new(given);
+        let Some(Component::Normal(name)) = path.components().next_back() else {
+            return self.resolve(Some(given));
+        };
+        let parent: PathBuf = {
+            let mut components = path.components();
+            components.next_back();
+            components.collect()
+        };
+        let dir = self.resolve(parent.to_str())?;
+        let name = name.to_string_lossy();
+        Ok(Target {
+            path: dir.path.join(name.as_ref()),
+            rel: if dir.rel == "." {
+                name.into_owned()
+            } else {
+                format!("{}/{name}", dir.rel)
+            },
         })
     }
 
@@ -231,6 +264,44 @@ pub fn fs_error(action: &str, rel: &str, error: &io::Error) -> ToolError {
     } else {
         ToolError::new(format!("Cannot {action} `{rel}`: {hint} ({error})."))
     }
+}
+
+/// The largest file `edit` and `apply_patch` change: the file, its copy
+/// with line endings normalized and the edited result together stay well
+/// inside a call's default 256 MiB of memory.
+pub const MAX_EDIT_BYTES: u64 = 32 << 20;
+
+/// The refusal of `rel`, which is neither a regular file nor a directory;
+/// `does` says what the tool does to regular files (`edit changes`).
+pub fn not_regular(rel: &str, does: &str) -> ToolError {
+    ToolError::new(format!(
+        "`{rel}` is not a regular file (a FIFO, socket or device); {does} regular files only."
+    ))
+}
+
+/// The bytes of the file `target`, which `tool` is about to change:
+/// refused, before anything is read, when it is not a regular file or is
+/// larger than [`MAX_EDIT_BYTES`].
+pub fn read_to_change(target: &Target, tool: &str) -> Result<Vec<u8>, ToolError> {
+    let metadata = fs::metadata(&target.path).map_err(|e| fs_error("read", &target.rel, &e))?;
+    if metadata.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{}` is a directory; give a file path.",
+            target.rel
+        )));
+    }
+    if !metadata.is_file() {
+        return Err(not_regular(&target.rel, &format!("{tool} changes")));
+    }
+    if metadata.len() > MAX_EDIT_BYTES {
+        return Err(ToolError::new(format!(
+            "`{}` is too large to edit ({} bytes; edit and apply_patch change files of at most {} MiB). Leave it unchanged, or ask the user to change it.",
+            target.rel,
+            crate::text::count(metadata.len()),
+            MAX_EDIT_BYTES >> 20
+        )));
+    }
+    fs::read(&target.path).map_err(|e| fs_error("read", &target.rel, &e))
 }
 
 /// Replaces (or creates) the file at `path` with `bytes` atomically: the

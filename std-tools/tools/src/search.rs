@@ -4,13 +4,13 @@
 
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Read as _;
+use std::io::{self, Read as _};
 use std::path::Path;
 use std::time::SystemTime;
 
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use ignore::{DirEntry, WalkBuilder};
-use regex::bytes::RegexBuilder;
+use regex::bytes::{Regex, RegexBuilder};
 use toolhost_sdk::prelude::*;
 
 use crate::root::{Root, Target, ask, fs_error};
@@ -27,11 +27,13 @@ pub const MAX_LIMIT: usize = 2000;
 pub const LIST_LIMIT: usize = 100;
 
 /// The largest file `grep` searches: larger files are counted as skipped,
-/// so one huge log cannot take the call's memory.
+/// so one huge log cannot take the call's time (files are searched line by
+/// line, so memory does not grow with a file's size).
 pub const MAX_GREP_FILE_BYTES: u64 = 64 << 20;
 
-/// Bytes `grep` reads a file into at once: most source files fit, and
-/// fit in one read.
+/// Bytes of a file `grep` reads at once and holds: most source files fit,
+/// in one read. A line longer than this is held whole, up to the file
+/// limit.
 const READ_WINDOW: usize = 256 << 10;
 
 /// The most one read of the host returns (wasmtime-wasi's
@@ -293,8 +295,8 @@ impl Tool for Grep {
         let mut total = 0;
         let mut files = 0;
         let mut skipped_large = 0;
-        let mut window = vec![0; READ_WINDOW];
-        let mut large = Vec::new();
+        let mut buffer = vec![0; READ_WINDOW];
+        let mut room = limit;
         for entry in walk(&dir.path, false).flatten() {
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 continue;
@@ -307,44 +309,21 @@ impl Tool for Grep {
             {
                 continue;
             }
-            // One buffer for every file, read without a stat: each
-            // filesystem call is a trip to the host.
-            let Ok(bytes) = read_file(entry.path(), &mut window, &mut large) else {
+            let Ok(searched) = search_file(entry.path(), &mut buffer, &regex, &mut room) else {
                 continue;
             };
-            if bytes.len() as u64 > MAX_GREP_FILE_BYTES {
-                skipped_large += 1;
-                continue;
-            }
-            if is_binary(bytes) {
-                continue;
-            }
-            let mut lines = Vec::new();
-            let mut line_number = 1;
-            let mut counted_to = 0;
-            let mut next_line_start = 0;
-            for m in regex.find_iter(bytes) {
-                if m.start() < next_line_start {
-                    continue; // another match on a line already counted
+            match searched {
+                Searched::TooLarge => skipped_large += 1,
+                Searched::Binary => {}
+                Searched::Text { matching, lines } => {
+                    total += matching;
+                    if matching > 0 {
+                        files += 1;
+                    }
+                    if !lines.is_empty() {
+                        shown.push((root.relative(entry.path()), lines));
+                    }
                 }
-                line_number += memchr::memchr_iter(b'\n', &bytes[counted_to..m.start()]).count();
-                let start = memchr::memrchr(b'\n', &bytes[..m.start()]).map_or(0, |i| i + 1);
-                let end = memchr::memchr(b'\n', &bytes[m.start()..])
-                    .map_or(bytes.len(), |i| m.start() + i);
-                counted_to = m.start();
-                next_line_start = end + 1;
-                total += 1;
-                if total <= limit {
-                    let line = String::from_utf8_lossy(&bytes[start..end]);
-                    let line = line.strip_suffix('\r').unwrap_or(&line);
-                    lines.push((line_number, cut_line(line, MAX_MATCH_LINE_CHARS)));
-                }
-            }
-            if next_line_start > 0 {
-                files += 1;
-            }
-            if !lines.is_empty() {
-                shown.push((root.relative(entry.path()), lines));
             }
         }
         if total == 0 {
@@ -400,31 +379,126 @@ impl Tool for Grep {
     }
 }
 
-/// A file's bytes, read into `window` when they fit (zeroed once, reused
-/// for every file) or else into `large`. Each read asks for at most
-/// [`HOST_READ_MAX`] bytes, so one that comes back short is at the end of
-/// the (regular) file: a file under 64 KiB takes one read, not a second to
-/// find its end. Each filesystem call is a trip to the host.
-fn read_file<'a>(
+/// What searching one file came to.
+enum Searched {
+    /// Larger than [`MAX_GREP_FILE_BYTES`]: not searched.
+    TooLarge,
+    /// Binary: not searched.
+    Binary,
+    /// How many of its lines match, and the first of them (numbered) while
+    /// the call's limit had room.
+    Text {
+        matching: usize,
+        lines: Vec<(usize, String)>,
+    },
+}
+
+/// Searches the file at `path` line by line, in `buffer` (reused for every
+/// file): a window at a time, more only to hold a line longer than the
+/// window. A file that fits the window takes one read and no stat (each
+/// filesystem call is a trip to the host); a larger one's size is checked
+/// before it is searched. `room`: how many more matching lines are shown.
+fn search_file(
     path: &Path,
-    window: &'a mut [u8],
-    large: &'a mut Vec<u8>,
-) -> std::io::Result<&'a [u8]> {
+    buffer: &mut Vec<u8>,
+    regex: &Regex,
+    room: &mut usize,
+) -> io::Result<Searched> {
+    if buffer.len() > READ_WINDOW {
+        buffer.truncate(READ_WINDOW);
+        buffer.shrink_to_fit();
+    }
     let mut file = fs::File::open(path)?;
-    let mut filled = 0;
-    while filled < window.len() {
-        let want = (window.len() - filled).min(HOST_READ_MAX);
-        let n = file.read(&mut window[filled..filled + want])?;
+    let (mut filled, mut end_of_file) = fill(&mut file, buffer, 0)?;
+    // The most a line can need: the whole file.
+    let mut most = buffer.len();
+    if !end_of_file {
+        let size = file.metadata()?.len();
+        if size > MAX_GREP_FILE_BYTES {
+            return Ok(Searched::TooLarge);
+        }
+        most = usize::try_from(size).map_or(usize::MAX, |s| s + 1);
+    }
+    if is_binary(&buffer[..filled]) {
+        return Ok(Searched::Binary);
+    }
+    let mut matching = 0;
+    let mut lines = Vec::new();
+    let mut first_line = 1;
+    loop {
+        let whole = match memchr::memrchr(b'\n', &buffer[..filled]) {
+            _ if end_of_file => filled,
+            Some(at) => at + 1,
+            // One line longer than the buffer: hold more of it.
+            None if buffer.len() < most => {
+                let grown = (buffer.len() * 2).min(most);
+                buffer.resize(grown, 0);
+                (filled, end_of_file) = fill(&mut file, buffer, filled)?;
+                continue;
+            }
+            // The file grew while it was read: its line ends here.
+            None => filled,
+        };
+        let chunk = &buffer[..whole];
+        search_lines(chunk, first_line, regex, room, &mut matching, &mut lines);
+        if end_of_file {
+            break;
+        }
+        first_line += memchr::memchr_iter(b'\n', chunk).count();
+        buffer.copy_within(whole..filled, 0);
+        (filled, end_of_file) = fill(&mut file, buffer, filled - whole)?;
+    }
+    Ok(Searched::Text { matching, lines })
+}
+
+/// Fills `buffer` from `filled` on; how far it is filled, and whether the
+/// file ended. Each read asks for at most [`HOST_READ_MAX`] bytes, so one
+/// that comes back short is at the end of the (regular) file.
+fn fill(file: &mut fs::File, buffer: &mut [u8], mut filled: usize) -> io::Result<(usize, bool)> {
+    while filled < buffer.len() {
+        let want = (buffer.len() - filled).min(HOST_READ_MAX);
+        let n = file.read(&mut buffer[filled..filled + want])?;
         filled += n;
         if n < want {
-            return Ok(&window[..filled]);
+            return Ok((filled, true));
         }
     }
-    large.clear();
-    large.extend_from_slice(window);
-    file.take(MAX_GREP_FILE_BYTES + 1 - filled as u64)
-        .read_to_end(large)?;
-    Ok(large)
+    Ok((filled, false))
+}
+
+/// Counts the lines of `chunk` (whole lines, the first numbered
+/// `first_line`) that `regex` matches into `matching`, and keeps the first
+/// `room` of them in `lines`.
+fn search_lines(
+    chunk: &[u8],
+    first_line: usize,
+    regex: &Regex,
+    room: &mut usize,
+    matching: &mut usize,
+    lines: &mut Vec<(usize, String)>,
+) {
+    // The last line's ending is left out: `$` would match after it.
+    let bytes = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+    let mut line_number = first_line;
+    let mut counted_to = 0;
+    let mut next_line_start = 0;
+    for m in regex.find_iter(bytes) {
+        if m.start() < next_line_start {
+            continue; // another match on a line already counted
+        }
+        line_number += memchr::memchr_iter(b'\n', &bytes[counted_to..m.start()]).count();
+        let start = memchr::memrchr(b'\n', &bytes[..m.start()]).map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &bytes[m.start()..]).map_or(bytes.len(), |i| m.start() + i);
+        counted_to = m.start();
+        next_line_start = end + 1;
+        *matching += 1;
+        if *room > 0 {
+            *room -= 1;
+            let line = String::from_utf8_lossy(&bytes[start..end]);
+            let line = line.strip_suffix('\r').unwrap_or(&line);
+            lines.push((line_number, cut_line(line, MAX_MATCH_LINE_CHARS)));
+        }
+    }
 }
 
 /// `include`'s glob, matched against file names.

@@ -1,13 +1,23 @@
-//! `webfetch {url, format}`: GET a page over `wasi:http` (only origins the
-//! user granted), as text, Markdown or the HTML itself.
+//! `webfetch {url, format?, timeout?}`: GET a page over `wasi:http` (only
+//! origins the user granted), as text, Markdown or the HTML itself.
 
 use toolhost_sdk::prelude::*;
+use toolhost_sdk::wstd;
+use toolhost_sdk::wstd::future::FutureExt as _;
 
 use crate::text::count;
 
 /// The largest response body used: opencode's limit. The host bounds a
 /// call's HTTP bytes and time as well (its budgets).
 pub const MAX_FETCH_BYTES: usize = 5 << 20;
+
+/// Seconds a fetch may take unless the call says otherwise: opencode's
+/// default.
+pub const DEFAULT_TIMEOUT_SECS: f64 = 30.0;
+
+/// The most seconds a call may give a fetch: opencode's limit. The call's
+/// own deadline bounds it as well.
+pub const MAX_TIMEOUT_SECS: f64 = 120.0;
 
 /// The formats `webfetch` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -32,6 +42,8 @@ pub struct WebFetchInput {
     pub url: String,
     /// What to return: `text`, `markdown` or `html`. Default: `markdown`.
     pub format: Option<Format>,
+    /// Seconds to wait for the whole response, at most 120. Default: 30.
+    pub timeout: Option<f64>,
 }
 
 /// Fetch a web page.
@@ -40,7 +52,7 @@ pub struct WebFetch;
 
 impl Tool for WebFetch {
     const NAME: &'static str = "webfetch";
-    const DESCRIPTION: &'static str = "Fetch a URL and return its content as Markdown (default), plain text or HTML. Only origins the user granted can be reached; responses over 5 MiB are refused. Asks for `webfetch` permission first.";
+    const DESCRIPTION: &'static str = "Fetch a URL and return its content as Markdown (default), plain text or HTML. Only origins the user granted can be reached; responses over 5 MiB are refused. `timeout` is in seconds (default 30, at most 120). Asks for `webfetch` permission first.";
     type Input = WebFetchInput;
     type Output = NoOutput;
 
@@ -50,10 +62,16 @@ impl Tool for WebFetch {
             return Err(format!("`{url}` is not an http:// or https:// URL.").into());
         }
         let format = input.format.unwrap_or(Format::Markdown);
+        let timeout = input.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        if timeout <= 0.0 {
+            return Err(format!(
+                "timeout {timeout} is not a positive number of seconds; give at most {MAX_TIMEOUT_SECS}, or leave it out for {DEFAULT_TIMEOUT_SECS}."
+            )
+            .into());
+        }
+        let timeout = timeout.min(MAX_TIMEOUT_SECS);
         cx.request_permission("webfetch", &[url], &[url], None)?;
-        let response = cx
-            .http_get(url)
-            .map_err(|e| ToolError::new(format!("fetching {url} failed: {e}")))?;
+        let response = get(url, timeout)?;
         if response.body.len() > MAX_FETCH_BYTES {
             return Err(format!(
                 "{url} answered {} bytes, over the {} MiB limit.",
@@ -97,6 +115,55 @@ impl Tool for WebFetch {
             "bytes": response.body.len(),
         })))
     }
+}
+
+/// A response: status, headers (lower-case names) and body.
+struct Fetched {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// `GET url`, giving up after `timeout` seconds (the request and the
+/// whole body).
+fn get(url: &str, timeout: f64) -> Result<Fetched, ToolError> {
+    let failed = |e: &dyn std::fmt::Debug| ToolError::new(format!("fetching {url} failed: {e:?}"));
+    let fetch = async {
+        let request = wstd::http::Request::get(url)
+            .body(wstd::http::Body::empty())
+            .map_err(|e| failed(&e))?;
+        let mut response = wstd::http::Client::new()
+            .send(request)
+            .await
+            .map_err(|e| failed(&e))?;
+        let headers = response
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+            .collect();
+        let body = response
+            .body_mut()
+            .contents()
+            .await
+            .map_err(|e| failed(&e))?
+            .to_vec();
+        Ok(Fetched {
+            status: response.status().as_u16(),
+            headers,
+            body,
+        })
+    };
+    // The timer belongs to the runtime: made inside it.
+    let limit = async {
+        fetch
+            .timeout(wstd::time::Duration::from_secs_f64(timeout))
+            .await
+    };
+    wstd::runtime::block_on(limit).unwrap_or_else(|_| {
+            Err(ToolError::new(format!(
+                "fetching {url} timed out after {timeout} s; try again with a larger timeout (at most {MAX_TIMEOUT_SECS} s)."
+            )))
+        })
 }
 
 /// The text of an HTML page: markup, scripts and styles removed, the

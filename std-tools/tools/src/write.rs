@@ -1,20 +1,22 @@
-//! `write {path, content}`: create or replace a file, atomically.
+//! `write {filePath, content}`: create or replace a file, atomically.
 
 use std::fs;
 
 use toolhost_sdk::prelude::*;
 
-use crate::root::{Root, ask, create_parents, fs_error, save_for_file, write_atomic};
-use crate::text::{TextFile, count, normalize};
+use crate::root::{Root, ask, create_parents, fs_error, not_regular, save_for_file, write_atomic};
+use crate::text::{count, normalize, style, styled};
 
 /// The arguments of `write`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(crate = "toolhost_sdk::serde")]
 #[schemars(crate = "toolhost_sdk::schemars")]
+#[schemars(transform = crate::alias::file_path)]
 pub struct WriteInput {
-    /// The file to write, relative to the workspace root; missing parent
-    /// directories are created.
-    pub path: String,
+    /// The file to write, relative to the workspace root (or absolute
+    /// under it); missing parent directories are created.
+    #[serde(rename = "filePath", alias = "path")]
+    pub file_path: String,
     /// The complete new contents of the file.
     pub content: String,
 }
@@ -25,21 +27,27 @@ pub struct Write;
 
 impl Tool for Write {
     const NAME: &'static str = "write";
-    const DESCRIPTION: &'static str = "Create a file in the workspace, or replace an existing file's contents, with `content`. Missing parent directories are created. The file is replaced atomically. An existing file that uses CRLF line endings or a byte-order mark keeps them. Prefer `edit` to change part of a file. Asks for `edit` permission first.";
+    const DESCRIPTION: &'static str = "Create a file in the workspace, or replace an existing file's contents, with `content`. Missing parent directories are created. The file is replaced atomically. An existing file whose lines mostly end in CRLF, or that begins with a byte-order mark, keeps them. Prefer `edit` to change part of a file. Asks for `edit` permission first.";
     type Input = WriteInput;
     type Output = NoOutput;
 
     fn execute(input: WriteInput, cx: &Context) -> ToolResult<NoOutput> {
         let root = Root::of(cx)?;
-        let target = root.resolve(Some(&input.path))?;
+        let target = root.resolve(Some(&input.file_path))?;
         if target.rel == "." {
             return Err("the path names the workspace root; give a file path".into());
         }
+        // An existing text file's mark and line endings are its own.
         let existing = match fs::metadata(&target.path) {
             Ok(m) if m.is_dir() => {
                 return Err(format!("`{}` is a directory; give a file path.", target.rel).into());
             }
-            Ok(_) => Some(fs::read(&target.path).map_err(|e| fs_error("read", &target.rel, &e))?),
+            Ok(m) if !m.is_file() => return Err(not_regular(&target.rel, "write replaces")),
+            Ok(_) => Some(
+                fs::File::open(&target.path)
+                    .and_then(style)
+                    .map_err(|e| fs_error("read", &target.rel, &e))?,
+            ),
             Err(_) => None,
         };
         ask(
@@ -51,12 +59,11 @@ impl Tool for Write {
                 json!({ "tool": "write", "bytes": input.content.len(), "exists": existing.is_some() }),
             ),
         )?;
-        // An existing text file's line endings and mark are its own: content
-        // written with `\n` keeps a CRLF file CRLF. New files and binary
-        // files being replaced get the content exactly as given.
-        let bytes = match existing.as_ref().and_then(|b| TextFile::decode(b.clone())) {
-            Some(file) if (file.crlf || file.bom) && !input.content.contains("\r\n") => {
-                file.encode(&normalize(&input.content))
+        // Content written with `\n` keeps a CRLF file CRLF. New files and
+        // binary files being replaced get the content exactly as given.
+        let bytes = match existing.flatten() {
+            Some(style) if (style.eol != "\n" || style.bom) && !input.content.contains("\r\n") => {
+                styled(&normalize(&input.content), style)
             }
             _ => input.content.clone().into_bytes(),
         };
