@@ -363,6 +363,48 @@ async fn r36_an_origin_not_granted_is_denied_before_any_connection() {
     assert_eq!(seen.connections.load(Ordering::SeqCst), 0);
 }
 
+/// A guest still writing its request body while the host refuses the
+/// request hears why (HTTP-request-denied), not that its body's stream
+/// broke; a granted POST sends the whole body.
+#[tokio::test]
+async fn r36_a_refused_request_lets_its_guest_finish_writing_and_says_denied() {
+    let (addr, seen) = serve(Answer::Json("{}"), None).await;
+    let post = |setup: &Setup, bytes: u32| {
+        let call = Call::new(
+            "post_bytes",
+            json!({ "url": format!("http://{addr}/upload"), "bytes": bytes }).to_string(),
+            context("post"),
+        );
+        let snapshot = setup.snapshot.clone();
+        async move { snapshot.settle(call).await }
+    };
+    let refused = http_tools(
+        &["https://api.example.com/*"],
+        |b| b,
+        PluginOptions::default(),
+    )
+    .await;
+    for _ in 0..3 {
+        let s = post(&refused, 4 << 20).await;
+        assert!(
+            error_message(&s).contains("HttpRequestDenied"),
+            "{}",
+            error_message(&s)
+        );
+    }
+    assert_eq!(seen.connections.load(Ordering::SeqCst), 0);
+    let granted = http_tools(
+        &[&format!("http://{addr}/*")],
+        |b| b,
+        PluginOptions::default(),
+    )
+    .await;
+    let s = post(&granted, 100_000).await;
+    assert_eq!(s.outcome.status(), "completed", "{:?}", s.outcome);
+    let sent = granted.audit.requests();
+    assert_eq!(sent.last().unwrap().bytes_sent, 100_000);
+}
+
 #[tokio::test]
 async fn r36_a_name_that_resolves_to_loopback_needs_a_grant_of_the_ip_or_localhost() {
     let (addr, seen) = serve(Answer::Json(r#"{"ok": true}"#), None).await;

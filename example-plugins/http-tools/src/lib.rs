@@ -61,4 +61,44 @@ impl Tool for FetchJson {
     }
 }
 
-toolhost_sdk::plugin!([FetchJson]);
+/// The arguments of `post_bytes`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "toolhost_sdk::serde")]
+#[schemars(crate = "toolhost_sdk::schemars")]
+pub struct PostInput {
+    /// The URL to POST to; its origin must be granted to this plugin.
+    pub url: String,
+    /// How many bytes of body to send.
+    pub bytes: u32,
+}
+
+/// POST a body of `bytes` bytes: a guest still writing its body while the
+/// host decides on its request.
+pub struct PostBytes;
+
+impl Tool for PostBytes {
+    const NAME: &'static str = "post_bytes";
+    const DESCRIPTION: &'static str =
+        "POST a body of `bytes` bytes to a URL and return the answer's status.";
+    type Input = PostInput;
+    type Output = NoOutput;
+
+    fn execute(input: PostInput, _cx: &Context) -> ToolResult<NoOutput> {
+        use toolhost_sdk::wstd;
+        let failed = |e: &dyn std::fmt::Debug| format!("POST {}: {e:?}", input.url);
+        let status = wstd::runtime::block_on(async {
+            let body = wstd::http::Body::from(vec![b'x'; input.bytes as usize]);
+            let request = wstd::http::Request::post(&input.url)
+                .body(body)
+                .map_err(|e| failed(&e))?;
+            let response = wstd::http::Client::new()
+                .send(request)
+                .await
+                .map_err(|e| failed(&e))?;
+            Ok::<_, String>(response.status().as_u16())
+        })?;
+        Ok(Response::text(format!("status {status}")))
+    }
+}
+
+toolhost_sdk::plugin!([FetchJson, PostBytes]);
