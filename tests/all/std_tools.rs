@@ -421,7 +421,7 @@ async fn std_paths_that_leave_the_root_are_refused() {
     assert_eq!(
         std.err("read", json!({"filePath": "escape/secret.txt"}))
             .await,
-        "`escape/secret.txt` goes through the symbolic link `escape`, whose target is an absolute path: the sandbox reads only relative links, so it cannot follow it. Give the path inside the root that it points to, or ask the user to make the link relative."
+        "`escape/secret.txt` goes through the symbolic link `escape`, whose target is an absolute path outside the granted root: it cannot be followed. Give a path inside the root."
     );
     assert_eq!(
         std.err(
@@ -1513,21 +1513,31 @@ async fn std_apply_patch_move_onto_an_existing_file_replaces_it() {
 }
 
 #[tokio::test]
-async fn std_an_absolute_link_is_refused_for_what_it_is() {
+async fn std_an_absolute_link_into_the_root_is_followed_and_one_out_of_it_refused() {
     let std = Std::new().await;
     std.put("b/target.txt", "inside\n");
-    // The host reads no absolute link, even one into the root: the refusal
-    // says so, not that it points outside.
-    std::os::unix::fs::symlink("/workspace/b", std.path("a")).unwrap();
+    // As a link made outside the sandbox names it: the host's path.
+    let host_b = fs::canonicalize(std.path("b")).unwrap();
+    std::os::unix::fs::symlink(&host_b, std.path("a")).unwrap();
+    // As one made inside it names it: the guest's path.
+    std::os::unix::fs::symlink("/workspace/b", std.path("d")).unwrap();
+    for link in ["a", "c", "d"] {
+        if link == "c" {
+            std::os::unix::fs::symlink("b", std.path("c")).unwrap();
+        }
+        assert_eq!(
+            std.ok("read", json!({"filePath": format!("{link}/target.txt")}))
+                .await,
+            "1: inside\n\n(End of file: 1 lines.)",
+            "{link}"
+        );
+    }
+    // An absolute link out of the root is refused, its target unshown.
+    std::os::unix::fs::symlink("/etc", std.path("e")).unwrap();
+    let refused = std.err("read", json!({"filePath": "e/hostname"})).await;
     assert_eq!(
-        std.err("read", json!({"filePath": "a/target.txt"})).await,
-        "`a/target.txt` goes through the symbolic link `a`, whose target is an absolute path: the sandbox reads only relative links, so it cannot follow it. Give the path inside the root that it points to, or ask the user to make the link relative."
-    );
-    // A relative link into the root is followed.
-    std::os::unix::fs::symlink("b", std.path("c")).unwrap();
-    assert_eq!(
-        std.ok("read", json!({"filePath": "c/target.txt"})).await,
-        "1: inside\n\n(End of file: 1 lines.)"
+        refused,
+        "`e/hostname` goes through the symbolic link `e`, whose target is an absolute path outside the granted root: it cannot be followed. Give a path inside the root."
     );
 }
 

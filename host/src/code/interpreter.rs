@@ -67,6 +67,7 @@ impl Interpreter {
             wasi: wasi_ctx(&stdout, &stderr),
             stdout,
             stderr,
+            mounts: Vec::new(),
         };
         let state = ProgramState::new(run.settler.clone(), run.calls_cancel.clone());
         let engine = self.pre.instance_pre().engine();

@@ -47,6 +47,8 @@ pub(crate) struct StoreState {
     pub(crate) http: WasiHttpCtx,
     /// A call's outbound HTTP; none for an activation.
     pub(crate) http_hooks: HttpHooks,
+    /// The granted directories: (host path, guest path).
+    pub(crate) mounts: Vec<(std::path::PathBuf, String)>,
 }
 
 impl WasiHttpView for StoreState {
@@ -137,12 +139,18 @@ pub(crate) fn new_store(
     let stdout = LogBuffer::default();
     let stderr = LogBuffer::default();
     let wasi = grants.wasi_ctx(&stdout, &stderr)?;
+    let mounts = grants
+        .dirs
+        .iter()
+        .map(|d| (d.host.clone(), d.guest_path()))
+        .collect();
     new_store_with(
         engine,
         Streams {
             wasi,
             stdout,
             stderr,
+            mounts,
         },
         budget,
         role,
@@ -154,6 +162,8 @@ pub(crate) struct Streams {
     pub(crate) wasi: WasiCtx,
     pub(crate) stdout: LogBuffer,
     pub(crate) stderr: LogBuffer,
+    /// The granted directories: (host path, guest path).
+    pub(crate) mounts: Vec<(std::path::PathBuf, String)>,
 }
 
 /// A fresh store under `budget` with this WASI context.
@@ -167,6 +177,7 @@ pub(crate) fn new_store_with(
         wasi,
         stdout,
         stderr,
+        mounts,
     } = streams;
     let http = match &role {
         Role::Call(call) => call.http.clone(),
@@ -185,6 +196,7 @@ pub(crate) fn new_store_with(
         notes: Vec::new(),
         http: WasiHttpCtx::new(),
         http_hooks,
+        mounts,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);

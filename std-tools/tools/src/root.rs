@@ -115,13 +115,22 @@ impl Root {
                 return Err(through_link(given, &link));
             }
             let target = match fs::read_link(&candidate) {
-                // An absolute target would be a host path: outside, whatever
-                // it names (the host does not even read one, below).
                 Ok(target) if !target.is_absolute() => target,
-                // The host refuses to read a link whose target is absolute.
+                // The host gives an absolute target that a grant holds as
+                // the guest's path of it: inside the root, resolution
+                // starts again from the root.
+                Ok(target) => match target.strip_prefix(&self.guest) {
+                    Ok(inside) => {
+                        resolved.clear();
+                        inside.to_owned()
+                    }
+                    Err(_) => return Err(through_link(given, &link)),
+                },
+                // The host refuses to read a link whose absolute target is
+                // outside every grant.
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                     return Err(ToolError::new(format!(
-                        "`{given}` goes through the symbolic link `{link}`, whose target is an absolute path: the sandbox reads only relative links, so it cannot follow it. Give the path inside the root that it points to, or ask the user to make the link relative."
+                        "`{given}` goes through the symbolic link `{link}`, whose target is an absolute path outside the granted root: it cannot be followed. Give a path inside the root."
                     )));
                 }
                 _ => return Err(through_link(given, &link)),

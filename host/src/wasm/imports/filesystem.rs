@@ -1,8 +1,14 @@
-//! `wasi:filesystem/types` `open-at`, wrapped around wasmtime-wasi's (R31):
-//! grants expose only regular files, directories and symlinks to them, so
-//! no host thread ever blocks opening a FIFO or device on a guest's behalf;
-//! and one call holds at most [`MAX_HANDLES_PER_CALL`] handles, so it cannot
-//! exhaust the host's descriptors.
+//! `wasi:filesystem/types` `open-at` and `readlink-at`, wrapped around
+//! wasmtime-wasi's (R26, R31): grants expose only regular files,
+//! directories and symlinks to them, so no host thread ever blocks opening
+//! a FIFO or device on a guest's behalf; one call holds at most
+//! [`MAX_HANDLES_PER_CALL`] handles, so it cannot exhaust the host's
+//! descriptors; and a link whose target is an absolute host path inside a
+//! grant reads as the guest's path of that target (wasmtime-wasi refuses
+//! every absolute target), so a guest can follow links within its grants
+//! without ever seeing a host path.
+
+use std::path::{Component, Path};
 
 use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource};
@@ -29,10 +35,17 @@ type OpenAtParams = (
 /// Replaces wasmtime-wasi's `open-at` with the checked one.
 pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    linker.instance(FILESYSTEM_TYPES)?.func_wrap_async(
+    let mut types = linker.instance(FILESYSTEM_TYPES)?;
+    types.func_wrap_async(
         "[method]descriptor.open-at",
         |mut store: StoreContextMut<'_, StoreState>, params: OpenAtParams| {
             Box::new(async move { Ok((open_at(store.data_mut(), params).await?,)) })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.readlink-at",
+        |mut store: StoreContextMut<'_, StoreState>, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move { Ok((readlink_at(store.data_mut(), fd, path).await?,)) })
         },
     )?;
     linker.allow_shadowing(false);
@@ -62,6 +75,55 @@ async fn open_at(
         Ok(opened) => Ok(Ok(opened)),
         Err(e) => Ok(Err(view.convert_error_code(e)?)),
     }
+}
+
+/// wasmtime-wasi's `readlink-at`; where it refuses a link for its absolute
+/// target, that target as the guest sees it, if a grant holds it.
+async fn readlink_at(
+    state: &mut StoreState,
+    fd: Resource<Descriptor>,
+    path: String,
+) -> wasmtime::Result<Result<String, ErrorCode>> {
+    let borrowed = Resource::new_borrow(fd.rep());
+    let mut view = state.filesystem();
+    let code = match view.readlink_at(borrowed, path.clone()).await {
+        Ok(target) => return Ok(Ok(target)),
+        Err(e) => view.convert_error_code(e)?,
+    };
+    if code != ErrorCode::NotPermitted {
+        return Ok(Err(code));
+    }
+    Ok(granted_target(state, &fd, &path).ok_or(code))
+}
+
+/// The guest path of the absolute target of the link `path` under `fd`,
+/// when one of the call's directory grants holds it (no `..` after the
+/// grant's root); `None` otherwise, so a host path outside the grants is
+/// never shown.
+fn granted_target(state: &StoreState, fd: &Resource<Descriptor>, path: &str) -> Option<String> {
+    let Ok(Descriptor::Dir(dir)) = state.table.get(fd) else {
+        return None;
+    };
+    let file = dir.dir.try_clone().ok()?;
+    // The link's own path stays sandboxed under the descriptor; only its
+    // contents may be absolute.
+    let target = cap_std::fs::Dir::from_std_file(file)
+        .read_link_contents(path)
+        .ok()?;
+    if !target.is_absolute() {
+        return None;
+    }
+    state.mounts.iter().find_map(|(host, guest)| {
+        // The host's path of a granted file (as a link made outside the
+        // sandbox names it), or already the guest's (as one made inside).
+        let root = std::fs::canonicalize(host).ok()?;
+        let rest = target
+            .strip_prefix(&root)
+            .or_else(|_| target.strip_prefix(guest))
+            .ok()?;
+        let plain = rest.components().all(|c| matches!(c, Component::Normal(_)));
+        plain.then(|| Path::new(guest).join(rest).to_string_lossy().into_owned())
+    })
 }
 
 /// What kind of special file `path` is, if it exists and is not a regular
