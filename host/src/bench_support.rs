@@ -38,6 +38,7 @@ fn state(wasi: wasmtime_wasi::WasiCtx) -> StoreState {
         notes: Vec::new(),
         http: Default::default(),
         http_hooks: Default::default(),
+        mounts: Vec::new(),
     }
 }
 
