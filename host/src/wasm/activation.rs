@@ -16,6 +16,7 @@ use crate::wasm::invoke::WasmTool;
 use crate::wasm::load::{Plugin, PluginCode};
 use crate::wasm::store::{Role, StoreState};
 use crate::wasm::tiers::Linked;
+use crate::wasm::warm::WarmInstances;
 
 /// A live activation: the plugin's registrations in one placement. Unloading
 /// (or dropping) it closes every registration it made (R7).
@@ -63,11 +64,15 @@ impl Activation {
             .await
             .and_then(|()| check_kept(plugin, &mut store, &scope));
         match result {
-            Ok(()) => Ok(Activation {
-                plugin: plugin.clone(),
-                scope,
-                store: Mutex::new(Some(store)),
-            }),
+            Ok(()) => {
+                // Its first call finds instances made ahead, as later ones do.
+                WarmInstances::refill(code);
+                Ok(Activation {
+                    plugin: plugin.clone(),
+                    scope,
+                    store: Mutex::new(Some(store)),
+                })
+            }
             Err(e) => {
                 scope.close();
                 Err(e)

@@ -1,8 +1,9 @@
 //! Fresh instances off the call path: a few instances of a plugin made
 //! ahead of its calls, each used by exactly one call (R21 holds: none has
 //! run a tool before), so a call that finds one pays only for running.
-//! They are made in the background after each call of the plugin (once
-//! its instance, and so its slot, is gone), kept to a count
+//! They are made in the background once the plugin is activated (so its
+//! first call finds one) and after each call of the plugin (once its
+//! instance, and so its slot, is gone), kept to a count
 //! ([`WARM_INSTANCES`] by default), and all dropped once it has had no
 //! call for a while ([`WARM_IDLE`]): an idle plugin holds none.
 //!
