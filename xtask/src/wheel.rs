@@ -95,8 +95,8 @@ fn build(env: &Env, version: &str) -> Result<PathBuf> {
     match wheels.as_slice() {
         [wheel] => {
             let name = wheel.file_name().unwrap_or_default().to_string_lossy();
-            if !name.starts_with(&format!("toolhost-{version}-py3-none-")) {
-                bail!("maturin built {name}; expected toolhost {version} for any Python 3");
+            if !name.starts_with(&format!("{WHEEL_PREFIX}{version}-py3-none-")) {
+                bail!("maturin built {name}; expected toolhost-cli {version} for any Python 3");
             }
             Ok(wheel.clone())
         }
