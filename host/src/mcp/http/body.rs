@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -73,7 +73,9 @@ impl Bodies {
             return Err(too_large());
         }
         let deadline = Instant::now() + self.deadline;
-        let mut collected = BytesMut::new();
+        // The budget is charged for the buffer's capacity, not only the
+        // bytes in it: a growing buffer holds up to twice what it has read.
+        let mut collected: Vec<u8> = Vec::new();
         let mut permit: Option<OwnedSemaphorePermit> = None;
         let mut unbudgeted = false;
         while let Some(data) = self.next_data(&mut body, deadline).await? {
@@ -81,32 +83,36 @@ impl Bodies {
             if read > MAX_REQUEST_BODY_BYTES {
                 return Err(too_large());
             }
-            let more = (!unbudgeted)
-                .then(|| u32::try_from(data.len()).ok())
-                .flatten()
-                .and_then(|n| self.budget.clone().try_acquire_many_owned(n).ok());
-            match (more, &mut permit) {
-                (Some(more), Some(held)) => held.merge(more),
-                (Some(more), None) => permit = Some(more),
-                (None, _) if read <= MAX_UNBUDGETED_BYTES => unbudgeted = true,
-                (None, _) => {
-                    drop((collected, permit));
-                    self.discard(body, deadline, read).await?;
-                    return Err(Box::new(over_budget(self.budget_bytes)));
+            if read > collected.capacity() {
+                let capacity = grown_capacity(collected.capacity(), read);
+                let more = (!unbudgeted)
+                    .then(|| u32::try_from(capacity - collected.capacity()).ok())
+                    .flatten()
+                    .and_then(|n| self.budget.clone().try_acquire_many_owned(n).ok());
+                match (more, &mut permit) {
+                    (Some(more), Some(held)) => held.merge(more),
+                    (Some(more), None) => permit = Some(more),
+                    (None, _) if read <= MAX_UNBUDGETED_BYTES => unbudgeted = true,
+                    (None, _) => {
+                        drop((collected, permit));
+                        self.discard(body, deadline, read).await?;
+                        return Err(Box::new(over_budget(self.budget_bytes)));
+                    }
                 }
+                collected.reserve_exact(capacity - collected.len());
             }
             collected.extend_from_slice(&data);
         }
         Ok(ReadBody {
-            bytes: collected.freeze(),
+            bytes: Bytes::from(collected),
             permit,
             unbudgeted,
         })
     }
 
     /// Charges the budget for what holding the body really costs (its
-    /// values parsed and the call's input text, besides its bytes, which
-    /// are charged already).
+    /// values parsed and the call's input text, besides its buffer, which
+    /// is charged already).
     pub(crate) fn charge(
         &self,
         bytes: &[u8],
@@ -119,7 +125,7 @@ impl Bodies {
         if cost > self.budget_bytes {
             return Err(Box::new(too_costly(cost, self.budget_bytes)));
         }
-        let more = u32::try_from(cost.saturating_sub(bytes.len()))
+        let more = u32::try_from(cost.saturating_sub(permit.num_permits()))
             .ok()
             .and_then(|n| self.budget.clone().try_acquire_many_owned(n).ok())
             .ok_or_else(|| Box::new(over_budget(self.budget_bytes)))?;
@@ -225,6 +231,12 @@ pub(crate) fn over_budget(budget: usize) -> Response {
     response
 }
 
+/// A buffer's next capacity: at least what it must hold, doubling so a
+/// body arriving in many pieces is copied a few times, not once per piece.
+fn grown_capacity(capacity: usize, needed: usize) -> usize {
+    needed.max(capacity * 2).min(MAX_REQUEST_BODY_BYTES)
+}
+
 fn declared_length(headers: &HeaderMap) -> Option<usize> {
     headers
         .get(header::CONTENT_LENGTH)?
@@ -271,6 +283,22 @@ mod tests {
             .await
             .unwrap();
         assert!(!read.unbudgeted && read.permit.is_some());
+    }
+
+    #[tokio::test]
+    async fn r37_a_body_in_pieces_is_charged_its_buffer_not_only_its_bytes() {
+        let bodies = bodies(1 << 20);
+        // 3 pieces of 1000 bytes: the buffer grows 1000 → 2000 → 4000.
+        let pieces = (0..3).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![b' '; 1000])));
+        let read = bodies
+            .read(
+                &HeaderMap::new(),
+                Body::from_stream(futures_util::stream::iter(pieces)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(read.bytes.len(), 3000);
+        assert_eq!(read.permit.as_ref().unwrap().num_permits(), 4000);
     }
 
     #[tokio::test]
