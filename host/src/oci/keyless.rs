@@ -230,7 +230,7 @@ pub(crate) fn check_attachable(bytes: &[u8], digest: &str) -> Result<(), String>
     match &signature.message_digest {
         Some(signed) if signed.digest.as_bytes() != expected.as_bytes() => Err(format!(
             "it signs sha256:{}, not this manifest ({digest}); sign the bytes `toolhost inspect --manifest` prints",
-            super::hex(signed.digest.as_bytes())
+            hex::encode(signed.digest.as_bytes())
         )),
         _ => Ok(()),
     }
