@@ -2,6 +2,8 @@
 //! Argument parsing, the commands, and the exit codes that are its
 //! interface.
 
+#[cfg(unix)]
+mod allocator;
 mod call;
 mod check;
 mod common;
@@ -29,13 +31,6 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::common::Common;
-
-/// jemalloc, for compiles above all: wasmtime's compile threads allocate
-/// and free at a high rate, and under glibc's malloc a quarter of a compile
-/// went to the allocator and its arena locks (docs/performance.md).
-#[cfg(unix)]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Exit codes: the CLI's interface for CI.
 pub(crate) mod exit {
@@ -247,10 +242,12 @@ fn main() -> ExitCode {
     #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     #[cfg(feature = "mcp")]
-    if let Command::Serve { serve, .. } = &cli.command
-        && let Some(workers) = serve.workers
-    {
-        runtime.worker_threads(workers.into());
+    if let Command::Serve { serve, .. } = &cli.command {
+        if let Some(workers) = serve.workers {
+            runtime.worker_threads(workers.into());
+        }
+        #[cfg(unix)]
+        allocator::return_idle_pages();
     }
     let runtime = match runtime.enable_all().build() {
         Ok(r) => r,
