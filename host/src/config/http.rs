@@ -8,6 +8,8 @@ use std::str::FromStr;
 
 use wildmatch::WildMatch;
 
+use crate::config::authority;
+
 /// One origin (and optionally methods and paths) a plugin may reach.
 #[derive(Clone, PartialEq, Eq)]
 pub struct HttpGrant {
@@ -85,28 +87,15 @@ impl FromStr for HttpGrant {
             Some(i) => (&rest[..i], Some(rest[i..].to_owned())),
             None => (rest, None),
         };
-        let (host, port) = split_port(authority).ok_or_else(|| error("a bad port"))?;
+        let authority = authority::parse(authority).ok_or_else(|| error("a bad host or port"))?;
         Ok(HttpGrant {
             text: pattern.trim().to_owned(),
             methods,
             scheme,
-            host: parse_host(host).ok_or_else(|| error("a bad host"))?,
-            port,
+            host: parse_host(authority.unbracketed_host()).ok_or_else(|| error("a bad host"))?,
+            port: authority.port,
             path: path.filter(|p| p != "/*" && p != "/"),
         })
-    }
-}
-
-/// `host:port`, `[v6]:port` or a bare host.
-fn split_port(authority: &str) -> Option<(&str, Option<u16>)> {
-    if let Some(rest) = authority.strip_prefix('[') {
-        let (ip, after) = rest.split_once(']')?;
-        let port = after.strip_prefix(':').map(str::parse).transpose().ok()?;
-        return Some((ip, port));
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) => Some((host, Some(port.parse().ok()?))),
-        None => Some((authority, None)),
     }
 }
 

@@ -5,6 +5,8 @@
 
 use axum::http::HeaderValue;
 
+use crate::config::authority::{self, Authority};
+
 /// One origin: scheme, host (lowercase, IPv6 in brackets) and port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Origin {
@@ -47,8 +49,8 @@ impl Origins {
 }
 
 /// `scheme://host[:port]`, nothing more: no path, user or query, a port of
-/// digits only, a host of letters, digits, `-` and `.` (or a bracketed
-/// IPv6 address).
+/// digits only (the authority read as grants read it), a host of letters,
+/// digits, `-` and `.` (or a bracketed IPv6 address).
 fn parse(text: &str) -> Option<Origin> {
     let (scheme, rest) = text.split_once("://")?;
     let scheme = scheme.to_ascii_lowercase();
@@ -57,42 +59,16 @@ fn parse(text: &str) -> Option<Origin> {
         "https" => 443,
         _ => return None,
     };
-    let (host, port) = split_port(rest)?;
-    let host = host.to_ascii_lowercase();
-    let valid = if let Some(inner) = host.strip_prefix('[') {
-        inner
-            .strip_suffix(']')
-            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok())
-    } else {
-        !host.is_empty()
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
-    };
+    let Authority { host, port } = authority::parse(rest)?;
+    let valid = host.starts_with('[')
+        || host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
     valid.then(|| Origin {
         scheme,
         host,
         port: port.unwrap_or(default_port),
     })
-}
-
-/// The host and the port, if one is given; `None` if the port is not a
-/// number.
-fn split_port(authority: &str) -> Option<(&str, Option<u16>)> {
-    let port_at = if authority.starts_with('[') {
-        let end = authority.find(']')? + 1;
-        (end < authority.len()).then_some(end)
-    } else {
-        authority.rfind(':')
-    };
-    let Some(at) = port_at else {
-        return Some((authority, None));
-    };
-    let port = authority[at..].strip_prefix(':')?;
-    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((&authority[..at], Some(port.parse().ok()?)))
 }
 
 #[cfg(test)]
