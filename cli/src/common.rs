@@ -12,15 +12,16 @@ use toolhost::config::{
     CompileWorker, DirGrant, EnvGrant, HttpGrant, McpServerConfig, PluginOptions,
 };
 use toolhost::events::EventSink;
+use toolhost::files::read_regular_file;
 use toolhost::manifest::Source;
+use toolhost::manifest::units::{parse_duration, parse_size};
 #[cfg(feature = "mcp")]
 use toolhost::mcp::{McpConnection, MeteredStore, Metrics};
 use toolhost::permission::{Effect, Rule, Rules};
 use toolhost::store::Store;
-use toolhost::{Activation, Budget, BudgetOverrides, Host, HostBuilder, Location};
+use toolhost::{Activation, Budget, BudgetOverrides, Host, HostBuilder, LoadError, Location};
 
 use crate::store::StoreArgs;
-use crate::units::{parse_duration, parse_size};
 use crate::{Failure, grants, prompt};
 
 /// Instance slots of a command that makes its calls and exits (`call`,
@@ -388,25 +389,19 @@ fn parse_config(spec: &str) -> Result<serde_json::Value, String> {
     }
 }
 
-/// Reads a regular file of at most `max` bytes as text. Opened without
-/// blocking, so a FIFO in its place cannot stall the CLI (R31).
+/// Reads a regular file of at most `max` bytes as text, by the library's
+/// bounded reader: opened without blocking, so a FIFO in its place cannot
+/// stall the CLI (R31). Its errors are put as a samples or config file's.
 pub(crate) fn read_bounded(path: &Path, max: u64) -> anyhow::Result<String> {
-    use std::io::Read as _;
-
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path)?;
-    if !file.metadata()?.is_file() {
-        anyhow::bail!("it is not a regular file");
-    }
-    let mut text = String::new();
-    file.take(max + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > max {
-        anyhow::bail!("it is larger than {} KiB", max / 1024);
-    }
-    Ok(text)
+    let bytes = read_regular_file(path, max).map_err(|e| match e {
+        LoadError::Read { source, .. } => source.into(),
+        LoadError::NotAFile { .. } => anyhow::anyhow!("it is not a regular file"),
+        LoadError::TooLarge { limit, .. } => {
+            anyhow::anyhow!("it is larger than {} KiB", limit / 1024)
+        }
+        other => other.into(),
+    })?;
+    String::from_utf8(bytes).map_err(|e| anyhow::anyhow!("it is not UTF-8 text ({e})"))
 }
 
 /// `--dir HOST[::GUEST]`.

@@ -22,7 +22,6 @@ mod std_tools;
 mod stdio;
 mod store;
 mod terminal;
-mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

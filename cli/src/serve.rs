@@ -11,6 +11,8 @@ use anyhow::Context as _;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 use toolhost::events::{EventSink, JsonLinesSink};
+use toolhost::limits;
+use toolhost::manifest::units::{format_duration, format_size, parse_duration, parse_size};
 use toolhost::mcp::Metrics;
 use toolhost::mcp::{AuthOptions, HttpOptions, Loading, McpServer, ServeError, StateKeys, Watcher};
 
@@ -89,30 +91,30 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
     /// On SIGINT/SIGTERM, how long calls in flight may finish.
-    #[arg(long, default_value = "10s", value_parser = crate::units::parse_duration)]
+    #[arg(long, default_value = format_duration(GRACE), value_parser = parse_duration)]
     grace: Duration,
     /// HTTP: open connections at once (at most half the descriptor limit).
-    #[arg(long, value_name = "N", default_value_t = toolhost::limits::MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", default_value_t = limits::MAX_CONNECTIONS)]
     max_connections: usize,
     /// HTTP: how long a client has to send a request head; also how long
     /// an idle connection stays open.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = format_duration(limits::HEADER_READ_TIMEOUT), value_parser = parse_duration)]
     header_timeout: Duration,
     /// HTTP: how long a request body may pause between bytes.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = format_duration(limits::BODY_IDLE_TIMEOUT), value_parser = parse_duration)]
     body_timeout: Duration,
     /// HTTP: how long a whole request body may take to arrive.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::units::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = format_duration(limits::BODY_READ_TIMEOUT), value_parser = parse_duration)]
     body_deadline: Duration,
     /// HTTP: sessions at once; the one idle the longest makes room.
-    #[arg(long, value_name = "N", default_value_t = toolhost::limits::MAX_SESSIONS)]
+    #[arg(long, value_name = "N", default_value_t = limits::MAX_SESSIONS)]
     max_sessions: usize,
     /// HTTP: how long a session lives without a request.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::units::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = format_duration(limits::SESSION_IDLE_EXPIRY), value_parser = parse_duration)]
     session_idle: Duration,
     /// HTTP: request bytes held at once across all requests (bodies being
     /// read, inputs of calls not yet answered).
-    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = crate::units::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = format_size(limits::MAX_BUFFERED_REQUEST_BYTES as u64), value_parser = parse_size)]
     max_buffered: u64,
     /// HTTP: also accept requests whose Host header names HOST (repeatable):
     /// the name clients or a load balancer reach this server by, e.g. a
@@ -136,6 +138,9 @@ pub(crate) struct ServeArgs {
     )]
     previous_state_key_file: Option<PathBuf>,
 }
+
+/// --grace's default: the CLI's own, as the library takes a grace per stop.
+const GRACE: Duration = Duration::from_secs(10);
 
 /// The most threads --workers starts: far above the cores a host has, each
 /// a thread with its own stack.
@@ -408,4 +413,33 @@ async fn stop_on_signal(stop: CancellationToken) {
     // a request to stop.
     crate::signalled().await;
     stop.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn defaults_are_the_library_constants() {
+        let serve = Flags::try_parse_from(["serve"]).unwrap().serve;
+        assert_eq!(serve.grace, GRACE);
+        assert_eq!(serve.header_timeout, limits::HEADER_READ_TIMEOUT);
+        assert_eq!(serve.body_timeout, limits::BODY_IDLE_TIMEOUT);
+        assert_eq!(serve.body_deadline, limits::BODY_READ_TIMEOUT);
+        assert_eq!(serve.session_idle, limits::SESSION_IDLE_EXPIRY);
+        assert_eq!(
+            serve.max_buffered,
+            limits::MAX_BUFFERED_REQUEST_BYTES as u64
+        );
+        assert_eq!(serve.max_connections, limits::MAX_CONNECTIONS);
+        assert_eq!(serve.max_sessions, limits::MAX_SESSIONS);
+    }
 }

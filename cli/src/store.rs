@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
 use clap::Args;
+use toolhost::manifest::units::parse_duration;
 use toolhost::store::{Durability, OutcomeFilter, Recorded, SqlStore, Store, default_state_dir};
 
-use crate::units::parse_duration;
 use crate::{Failure, exit, stdio, terminal, usage};
 
 /// Where outcomes, events, retained outputs and saved answers live.

@@ -10,7 +10,7 @@ use crate::error::LoadError;
 /// Reads `path`, which must be a regular file of at most `max` bytes. It is
 /// opened without blocking (a FIFO cannot stall the loader) and read with a
 /// bound (a device or a growing file cannot make it read forever).
-pub(crate) fn read_regular_file(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
+pub fn read_regular_file(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
     use std::io::Read as _;
 
     let read_error = |source| LoadError::Read {

@@ -90,8 +90,11 @@
 //! builder, [`Location`], [`Snapshot`], [`Call`], [`Settlement`] and
 //! [`Outcome`], [`Tool`] and what a tool returns, budgets and errors.
 //! Public modules hold the rest:
-//! [`config`] (plugin options, grants, MCP servers), [`limits`] (every
-//! limit and default, each with its reason), [`manifest`], [`mcp`]
+//! [`config`] (plugin options, grants, MCP servers), [`files`] (reading a
+//! file the host is given: regular files only, with a bound), [`limits`]
+//! (every limit and default, each with its reason), [`manifest`] (and its
+//! [`units`](manifest::units), durations and sizes as manifests write
+//! them), [`mcp`]
 //! (feature `mcp`: the server and the bridge), `oci` (feature `oci`:
 //! plugins from OCI registries, pulled by digest and signature-checked
 //! before compiling), [`outcome`], [`events`],
@@ -127,7 +130,7 @@ mod code;
 pub mod config;
 mod error;
 mod facade;
-mod files;
+pub mod files;
 pub mod limits;
 pub mod manifest;
 #[cfg(feature = "mcp")]

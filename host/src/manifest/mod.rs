@@ -38,7 +38,7 @@
 
 pub(crate) mod mcp;
 
-mod units;
+pub mod units;
 
 use std::path::{Path, PathBuf};
 
