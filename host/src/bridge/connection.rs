@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use rmcp::ServiceExt as _;
@@ -220,8 +221,9 @@ impl Registrar {
 
     /// Connects again, waiting longer after each failure; `None` on shutdown.
     async fn reconnect(&self, shutdown: &CancellationToken) -> Option<(Running, Registration)> {
-        let mut wait = MCP_RECONNECT_MIN;
+        let mut waits = reconnect_waits();
         loop {
+            let wait = waits.next().unwrap_or(MCP_RECONNECT_MAX);
             tokio::select! {
                 () = shutdown.cancelled() => return None,
                 () = tokio::time::sleep(wait) => {}
@@ -245,7 +247,6 @@ impl Registrar {
                 }
                 Err(e) => {
                     tracing::warn!(server = %self.shared.config.name, "reconnecting failed: {e}");
-                    wait = (wait * 2).min(MCP_RECONNECT_MAX);
                 }
             }
         }
@@ -324,6 +325,23 @@ impl Registrar {
         let tool = Tool::from_parts(description.to_owned(), input, output, executor);
         Ok((effective, tool.with_budget(budget)))
     }
+}
+
+/// The waits between reconnection attempts: from [`MCP_RECONNECT_MIN`],
+/// doubling, each plus up to as much again at random so that replicas which
+/// lost the same server do not retry in step; never longer than
+/// [`MCP_RECONNECT_MAX`] (once there, the offsets the earlier jitter gave
+/// them remain), and without end.
+fn reconnect_waits() -> impl Iterator<Item = Duration> {
+    use backon::BackoffBuilder as _;
+    backon::ExponentialBuilder::new()
+        .with_min_delay(MCP_RECONNECT_MIN)
+        .with_max_delay(MCP_RECONNECT_MAX)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .build()
+        .map(|wait| wait.min(MCP_RECONNECT_MAX))
 }
 
 /// Tools skipped when registering again, where no caller sees the
@@ -462,4 +480,19 @@ fn http_config(
         config = config.auth_header(token);
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnect_waits_double_with_jitter_up_to_the_max_and_never_end() {
+        let waits: Vec<Duration> = reconnect_waits().take(100).collect();
+        assert_eq!(waits.len(), 100);
+        assert!(waits[0] >= MCP_RECONNECT_MIN && waits[0] < MCP_RECONNECT_MIN * 2);
+        assert!(waits[1] >= MCP_RECONNECT_MIN * 2 && waits[1] < MCP_RECONNECT_MIN * 4);
+        assert!(waits.iter().all(|w| *w <= MCP_RECONNECT_MAX));
+        assert_eq!(waits[99], MCP_RECONNECT_MAX);
+    }
 }

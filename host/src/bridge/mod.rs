@@ -32,7 +32,9 @@ pub use connection::McpConnection;
 pub const MCP_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The first wait before reconnecting to a server that went away; each
-/// failed attempt doubles it, up to [`MCP_RECONNECT_MAX`].
+/// failed attempt doubles it, up to [`MCP_RECONNECT_MAX`]. Each wait adds
+/// up to as much again at random (jitter), so replicas that lost the same
+/// server do not retry in step.
 pub const MCP_RECONNECT_MIN: Duration = Duration::from_millis(100);
 
 /// The longest wait between reconnection attempts: a server that keeps

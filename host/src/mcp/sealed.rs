@@ -156,21 +156,12 @@ fn read_key(path: &Path) -> Result<LessSafeKey, StateKeyError> {
     })?;
     let text = String::from_utf8_lossy(&text);
     let text = text.trim();
-    let bytes = hex_bytes(text)
+    let bytes = hex::decode(text)
+        .ok()
         .or_else(|| base64::engine::general_purpose::STANDARD.decode(text).ok())
         .filter(|b| b.len() == KEY_BYTES)
         .ok_or(StateKeyError::Malformed { path: shown })?;
     Ok(key(&bytes))
-}
-
-fn hex_bytes(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
 }
 
 /// What a sealed state says.

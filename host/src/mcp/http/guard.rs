@@ -362,9 +362,9 @@ fn attribute(
 }
 
 /// Compares without stopping at the first difference, so timing does not
-/// tell how much of a guess was right.
+/// tell how much of a guess was right (subtle's audited primitive).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 /// Malformed JSON: JSON-RPC's parse error, with HTTP 400.
