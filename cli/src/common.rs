@@ -173,9 +173,13 @@ impl Common {
         if let Some(store) = store {
             builder = builder.store(store);
         }
-        if let Some(dir) = self.store.state_dir() {
-            builder = builder.state_dir(dir);
-        }
+        // The CLI keeps its store on disk: the state directory given, else
+        // the per-user one (a library host without either keeps it in
+        // memory).
+        builder = match self.store.state_dir() {
+            Some(dir) => builder.state_dir(dir),
+            None => builder.default_state_dir(),
+        };
         builder = builder.store_durability(self.store.durability());
         for pem in &self.http_ca {
             builder = builder.http_root_certificates(pem);

@@ -238,6 +238,11 @@ fn main() -> ExitCode {
         return ExitCode::from(toolhost::compile_worker());
     }
     logging::init(cli.log_format);
+    // The OCI client (oci-client's reqwest) takes the process's rustls
+    // crypto provider, which the library leaves to its program: ring, the
+    // provider the rest of Toolhost's TLS uses.
+    #[cfg(feature = "oci")]
+    let _ = rustls::crypto::ring::default_provider().install_default();
     #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     #[cfg(feature = "mcp")]

@@ -37,7 +37,9 @@ pub use crate::wasm::imports::registry::{
 // The host.
 pub use crate::config::compile::{DEFAULT_COMPILE_MEMORY, DEFAULT_COMPILE_TIMEOUT};
 pub use crate::manifest::MAX_MANIFEST_BYTES;
-pub use crate::output::retain::{DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA};
+pub use crate::output::retain::{
+    DEFAULT_MEMORY_RETENTION_QUOTA, DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA,
+};
 pub use crate::sink::{EVENT_LOG_ROTATE_BYTES, EVENT_LOG_SEGMENTS};
 pub use crate::store::{
     MAX_BATCH, MAX_LISTED_OUTPUTS, MAX_QUEUED_WRITES, MAX_STORED_EVENTS, OUTPUT_CHUNK_BYTES,

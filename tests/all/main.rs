@@ -14,6 +14,7 @@ mod cli;
 mod code_mode;
 mod compile_limits;
 mod docs;
+mod embedding;
 mod event_log;
 mod execution;
 mod hardening;

@@ -16,7 +16,9 @@ use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, HttpLimits, OutputBounds
 use crate::model::event::EventSink;
 use crate::model::hook::AfterHook;
 use crate::net::tls::client_config;
-use crate::output::retain::{DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA, Retention};
+use crate::output::retain::{
+    DEFAULT_MEMORY_RETENTION_QUOTA, DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA, Retention,
+};
 use crate::permission::{Policy, Rules};
 use crate::registry::placement::{Level, Placement};
 use crate::registry::snapshot::Overlay;
@@ -28,7 +30,17 @@ use crate::wasm::load::{Loader, Plugin, PluginDefaults};
 use crate::wasm::warm::WarmSettings;
 
 /// Builds a [`Host`]. Every setting has a documented default; every
-/// capability starts denied.
+/// capability starts denied; the host does no I/O it was not asked for.
+///
+/// With the defaults, [`build`](HostBuilder::build) and every call touch
+/// no file and no process-wide state: the store is in memory (outcomes,
+/// replays, retained outputs and saved answers last as long as the host),
+/// there is no compile cache, no event sink, and no process-wide rustls
+/// crypto provider is installed (every TLS client the host makes is given
+/// ring's). Ask for the disk with [`state_dir`](HostBuilder::state_dir) or
+/// [`default_state_dir`](HostBuilder::default_state_dir) (the embedded
+/// store), [`store`](HostBuilder::store), [`cache_dir`](HostBuilder::cache_dir)
+/// or [`default_cache`](HostBuilder::default_cache).
 #[must_use]
 pub struct HostBuilder {
     budget: Budget,
@@ -40,7 +52,7 @@ pub struct HostBuilder {
     durability: crate::store::Durability,
     store: Option<StoreSlot>,
     retention: Duration,
-    retention_quota: u64,
+    retention_quota: Option<u64>,
     cache_dir: Option<PathBuf>,
     cache_limit: u64,
     compile_worker: Option<CompileWorker>,
@@ -86,7 +98,7 @@ impl Default for HostBuilder {
             durability: crate::store::Durability::default(),
             store: None,
             retention: DEFAULT_RETENTION,
-            retention_quota: DEFAULT_RETENTION_QUOTA,
+            retention_quota: None,
             cache_dir: None,
             cache_limit: DEFAULT_CACHE_LIMIT,
             compile_worker: None,
@@ -166,21 +178,31 @@ impl HostBuilder {
         self
     }
 
-    /// The host's state directory, home of the embedded store (an SQLite
-    /// file, `store.sqlite3`) that keeps outcomes, events, retained outputs
-    /// and saved answers when no [`store`](HostBuilder::store) is given: a
-    /// directory of this user's, created 0700, never a symlink, opened when
-    /// the first call needs it. Default: `$XDG_STATE_HOME/toolhost`, else
-    /// `~/.local/state/toolhost`.
+    /// Keeps outcomes, events, retained outputs and saved answers in the
+    /// embedded store (an SQLite file, `store.sqlite3`) in `dir`, when no
+    /// [`store`](HostBuilder::store) is given: a directory of this user's,
+    /// created 0700, never a symlink, opened when the first call needs it.
+    /// Default: none, so the store is in memory
+    /// ([`SqlStore::in_memory`](crate::store::SqlStore::in_memory)) and
+    /// nothing is written to disk.
     pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// [`state_dir`](HostBuilder::state_dir) in the per-user state
+    /// directory, where the `toolhost` CLI keeps its store:
+    /// `$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost` (else a
+    /// directory of this user's under the system's temporary directory).
+    pub fn default_state_dir(mut self) -> Self {
+        self.state_dir = Some(default_state_dir());
         self
     }
 
     /// How durable the embedded store's commits are: survive the process
     /// crashing ([`Durability::Normal`]), or also power loss, a disk sync
     /// per call ([`Durability::Full`]). Default: `Normal`. A [`store`]
-    /// given is opened with its own.
+    /// given is opened with its own; a store in memory has no disk to sync.
     ///
     /// [`Durability::Normal`]: crate::store::Durability::Normal
     /// [`Durability::Full`]: crate::store::Durability::Full
@@ -191,9 +213,11 @@ impl HostBuilder {
     }
 
     /// Keeps outcomes, events, retained outputs and saved answers in
-    /// `store` (e.g. a [`SqlStore`](crate::store::SqlStore) on Postgres that replicas share)
-    /// instead of the embedded store. Default: the embedded store in the
-    /// [state directory](HostBuilder::state_dir).
+    /// `store` (e.g. a [`SqlStore`](crate::store::SqlStore) on Postgres that
+    /// replicas share); it takes precedence over a
+    /// [state directory](HostBuilder::state_dir). Default: none, so the
+    /// embedded store in the state directory if one is given, else a store
+    /// in memory.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(StoreSlot::Given(store));
         self
@@ -210,9 +234,11 @@ impl HostBuilder {
 
     /// The most bytes retained outputs may take together; the oldest are
     /// evicted to make room, and a single output larger than this fails its
-    /// call operationally. Default: [`DEFAULT_RETENTION_QUOTA`] (1 GiB).
+    /// call operationally. Default: [`DEFAULT_RETENTION_QUOTA`] (1 GiB), or
+    /// [`DEFAULT_MEMORY_RETENTION_QUOTA`] (64 MiB) when the store is in
+    /// memory (neither a store nor a state directory given).
     pub fn retention_quota(mut self, bytes: u64) -> Self {
-        self.retention_quota = bytes;
+        self.retention_quota = Some(bytes);
         self
     }
 
@@ -318,16 +344,13 @@ impl HostBuilder {
         self
     }
 
-    /// Builds the host: configures the engine. Nothing touches the store
-    /// until a call needs it.
-    ///
-    /// With the `mcp` feature it also makes ring rustls's process-wide
-    /// crypto provider if no other is installed: reqwest (the HTTP client of
-    /// the MCP SDK) is built with rustls but no provider of its own, and
-    /// any reqwest client in the process needs one.
+    /// Builds the host: configures the engine, reads the CA files given to
+    /// [`http_root_certificates`](HostBuilder::http_root_certificates) and,
+    /// with Code Mode, starts compiling the interpreter (reading the compile
+    /// cache, when one is given). It opens no store: the store (a state
+    /// directory's, created then) is opened when the first call needs it.
+    /// It installs no process-wide state (no rustls crypto provider).
     pub fn build(self) -> Result<Host, Error> {
-        #[cfg(feature = "mcp")]
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let cache = self
             .cache_dir
             .map(|dir| CompileCache::new(dir, self.cache_limit));
@@ -341,12 +364,16 @@ impl HostBuilder {
             .interpreter
             .map(|wasm| CodeMode::new(&runtime, &wasm).map(Arc::new))
             .transpose()?;
-        let store = Arc::new(self.store.unwrap_or_else(|| {
-            StoreSlot::embedded(
-                self.state_dir.unwrap_or_else(default_state_dir),
-                self.durability,
-            )
-        }));
+        let store = self.store.unwrap_or_else(|| match self.state_dir {
+            Some(dir) => StoreSlot::embedded(dir, self.durability),
+            None => StoreSlot::memory(),
+        });
+        let retention_quota = self.retention_quota.unwrap_or(if store.in_memory() {
+            DEFAULT_MEMORY_RETENTION_QUOTA
+        } else {
+            DEFAULT_RETENTION_QUOTA
+        });
+        let store = Arc::new(store);
         Ok(Host {
             inner: Arc::new(HostInner {
                 loader: Arc::new(Loader {
@@ -367,7 +394,7 @@ impl HostBuilder {
                     bounds: self.bounds,
                     store,
                     retention: Retention {
-                        quota: self.retention_quota,
+                        quota: retention_quota,
                         age: self.retention,
                     },
                     sink: self.sink,

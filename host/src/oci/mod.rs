@@ -98,6 +98,13 @@ fn sha256_digest(bytes: &[u8]) -> String {
 /// optional lock file. Give it to
 /// [`HostBuilder::distribution`](crate::HostBuilder::distribution) so
 /// `oci://` paths load; use it alone to push, lock and inspect.
+///
+/// Talking to a registry needs a process-wide rustls crypto provider
+/// (oci-client makes its own HTTP client, which takes the process's), and
+/// the library installs none: install one first, e.g.
+/// `rustls::crypto::ring::default_provider().install_default()`, as the
+/// `toolhost` CLI does. Without one, pulls and pushes fail with
+/// [`OciError::Registry`](crate::OciError::Registry) saying so.
 #[derive(Debug, Clone)]
 pub struct Distribution {
     blobs: Blobs,

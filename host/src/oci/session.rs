@@ -23,6 +23,9 @@ use super::{
 };
 use crate::error::OciError;
 
+/// Why a session is refused when the process has no rustls crypto provider.
+const NO_CRYPTO_PROVIDER: &str = "no process-wide rustls crypto provider is installed, and the OCI client needs one; install one before pulling or pushing, e.g. `rustls::crypto::ring::default_provider().install_default()`";
+
 /// One operation on one reference: its client, credentials and whether the
 /// registry has been found unreachable.
 pub(super) struct Session<'a> {
@@ -76,8 +79,15 @@ impl Distribution {
         &self,
         reference: &'a OciReference,
     ) -> Result<Session<'a>, OciError> {
-        // reqwest is built with rustls but no provider of its own.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // oci-client makes its own reqwest client, with rustls but no
+        // crypto provider: it takes the process's, which is the
+        // embedder's to install (a library installs no process-wide state).
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            return Err(OciError::Registry {
+                reference: reference.to_string(),
+                reason: NO_CRYPTO_PROVIDER.into(),
+            });
+        }
         let http = self.http_client(reference)?;
         let plain = self.plain_http.iter().any(|r| r == reference.registry())
             || (reference.on_loopback() && !speaks_https(&http, reference).await);
@@ -575,8 +585,11 @@ mod tests {
                 let _ = std::io::Write::write_all(&mut stream, b"HTTP/1.1 400 no\r\n\r\n");
             }
         });
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::new();
+        let tls = crate::net::tls::client_config(&[] as &[&std::path::Path]).unwrap();
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured((*tls).clone())
+            .build()
+            .unwrap();
         let e = client
             .get(format!("https://127.0.0.1:{port}/v2/"))
             .send()

@@ -116,6 +116,8 @@ pub(super) async fn artifact(layer: &[u8], response: Vec<u8>) -> (String, Arc<Mu
 /// A distribution with its own store, no credentials, every repository
 /// allowed unsigned.
 pub(super) fn unsigned(store: &Path) -> Distribution {
+    // The OCI client needs a process-wide provider; this test process's.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     Distribution::new(store)
         .credentials(Credentials::none())
         .trust(TrustPolicy::new().allow_unsigned("*"))

@@ -11,6 +11,10 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// evicted to make room, so a plugin cannot fill the disk.
 pub const DEFAULT_RETENTION_QUOTA: u64 = 1 << 30;
 
+/// The same cap when the store is in memory (a host given neither a store
+/// nor a state directory): retained outputs then take the process's memory.
+pub const DEFAULT_MEMORY_RETENTION_QUOTA: u64 = 64 << 20;
+
 /// Prefix of every retained-output reference.
 pub(crate) const REFERENCE_PREFIX: &str = "toolhost-output:";
 

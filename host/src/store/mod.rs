@@ -1,6 +1,8 @@
 //! The store (R38): outcomes by call identity, progress and audit events,
-//! retained outputs and saved "always" answers, in one database. An
-//! embedded SQLite file by default; Postgres when replicas share it.
+//! retained outputs and saved "always" answers, in one database: an
+//! SQLite database in memory when the embedder asks for nothing, an
+//! embedded SQLite file in a state directory it names, or Postgres when
+//! replicas share it.
 //!
 //! An outcome is written exactly once per (session, message, call) ids: a
 //! settle first [claims](Store::claim) the ids, and a call whose ids
@@ -335,7 +337,8 @@ async fn claim_then_record<S: Store + ?Sized>(
     }
 }
 
-/// The default state directory, home of the embedded store:
+/// The per-user state directory, home of the CLI's embedded store
+/// ([`HostBuilder::default_state_dir`](crate::HostBuilder::default_state_dir)):
 /// `$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost`; a per-user
 /// directory in the system temporary directory only when neither is known.
 pub fn default_state_dir() -> PathBuf {

@@ -1,6 +1,8 @@
-//! The store a host uses: one given by the embedder, or the embedded store
-//! in the state directory, opened when first needed (so a host builds
-//! without touching the disk) and opened again after a failure.
+//! The store a host uses: one given by the embedder, the embedded store in
+//! the state directory the embedder named, or, when it named neither, a
+//! store in memory. An embedded or in-memory store is opened when first
+//! needed (so a host builds without touching the disk) and opened again
+//! after a failure.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,6 +23,8 @@ pub(crate) enum StoreSlot {
         durability: Durability,
         opened: OnceCell<Arc<dyn Store>>,
     },
+    /// A store in this process's memory, once opened: nothing on disk.
+    Memory(OnceCell<Arc<dyn Store>>),
     /// No store: outcomes are not recorded, ids never replay, and an
     /// oversized output fails its call (benchmarks measure the pipeline
     /// without one).
@@ -38,8 +42,18 @@ impl StoreSlot {
         }
     }
 
-    /// The store, opening the embedded one on first use; a failed open is
-    /// tried again by the next call.
+    /// A store in memory, not yet opened.
+    pub(crate) fn memory() -> StoreSlot {
+        StoreSlot::Memory(OnceCell::new())
+    }
+
+    /// Whether the store is in memory.
+    pub(crate) fn in_memory(&self) -> bool {
+        matches!(self, StoreSlot::Memory(_))
+    }
+
+    /// The store, opening the embedded or in-memory one on first use; a
+    /// failed open is tried again by the next call.
     pub(crate) async fn get(&self) -> Result<Option<&Arc<dyn Store>>, StoreError> {
         match self {
             StoreSlot::Given(store) => Ok(Some(store)),
@@ -51,6 +65,12 @@ impl StoreSlot {
                 .get_or_try_init(|| async {
                     let store = SqlStore::embedded_with(dir, *durability).await?;
                     Ok(Arc::new(store) as Arc<dyn Store>)
+                })
+                .await
+                .map(Some),
+            StoreSlot::Memory(opened) => opened
+                .get_or_try_init(|| async {
+                    Ok(Arc::new(SqlStore::in_memory().await?) as Arc<dyn Store>)
                 })
                 .await
                 .map(Some),

@@ -57,6 +57,9 @@ pub struct SqlStore {
     /// Whether the last write this handle waited for succeeded: calls with
     /// minted ids run unclaimed only then.
     answering: AtomicBool,
+    /// Whether progress and audit events are kept: not in memory, where
+    /// nothing could read them back.
+    keeps_events: bool,
 }
 
 impl std::fmt::Debug for SqlStore {
@@ -79,15 +82,56 @@ impl SqlStore {
     /// [`open`](SqlStore::open), a SQLite store's commits as durable as
     /// `durability` says (Postgres decides its own).
     pub async fn open_with(url: &str, durability: Durability) -> Result<SqlStore, StoreError> {
+        SqlStore::connect(url, durability, None).await
+    }
+
+    /// A store in this process's memory (an SQLite database of its own,
+    /// shared by the store's connections and by nothing else): nothing
+    /// touches the disk, and what it keeps (outcomes, retained outputs,
+    /// saved answers) lasts as long as the store. It keeps no progress or
+    /// audit events, which nothing could read back. What a [`Host`] uses
+    /// when it is given neither a store nor a state directory.
+    ///
+    /// [`Host`]: crate::Host
+    pub async fn in_memory() -> Result<SqlStore, StoreError> {
+        // SQLite's memdb VFS: a name starting with `/` is one database
+        // shared by every connection of this process that opens it, with
+        // the locking (and busy timeout) of a file, unlike a shared-cache
+        // `:memory:` database. No file is ever opened under that name.
+        let name = format!("/toolhost-memory-{}", uuid::Uuid::new_v4().simple());
+        let writer = format!("file:{name}?vfs=memdb");
+        SqlStore::connect(
+            &format!("sqlite:{name}?vfs=memdb"),
+            Durability::default(),
+            Some(writer),
+        )
+        .await
+    }
+
+    /// Opens the store at `url`; `memory` is the in-memory database's
+    /// name for the writer's own connection (a file store's is read from
+    /// the pool).
+    async fn connect(
+        url: &str,
+        durability: Durability,
+        memory: Option<String>,
+    ) -> Result<SqlStore, StoreError> {
         let backend = backend_of(url)?;
-        let name = redacted(url);
+        let name = if memory.is_some() {
+            "the in-memory store".to_owned()
+        } else {
+            redacted(url)
+        };
         let unreachable = |e: &dyn std::fmt::Display| StoreError::Unreachable {
             store: name.clone(),
             reason: e.to_string(),
         };
         install_default_drivers();
         let url = match backend {
-            Backend::Sqlite if !url.contains("mode=") => format!("{url}?mode=rwc"),
+            Backend::Sqlite if !url.contains("mode=") => {
+                let sep = if url.contains('?') { '&' } else { '?' };
+                format!("{url}{sep}mode=rwc")
+            }
             _ => url.to_owned(),
         };
         let mut options = AnyPoolOptions::new()
@@ -116,7 +160,10 @@ impl SqlStore {
         let counters = Arc::new(Counters::default());
         let writes = match backend {
             Backend::Sqlite => {
-                let file = file_of(&pool).await.map_err(|e| unreachable(&e))?;
+                let file = match &memory {
+                    Some(uri) => PathBuf::from(uri),
+                    None => file_of(&pool).await.map_err(|e| unreachable(&e))?,
+                };
                 let sqlite = writer::sqlite::spawn(&file, durability, queue, counters.clone())
                     .map_err(|e| unreachable(&e))?;
                 Writes::new(sender, Some(sqlite))
@@ -134,6 +181,7 @@ impl SqlStore {
             owner: uuid::Uuid::new_v4().simple().to_string().into(),
             dropped: Arc::default(),
             answering: AtomicBool::new(true),
+            keeps_events: memory.is_none(),
         })
     }
 
@@ -317,6 +365,9 @@ impl Store for SqlStore {
     }
 
     fn event(&self, event: StoreEvent) {
+        if !self.keeps_events {
+            return;
+        }
         if self.writes.try_send(Write::Event(event)).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -837,6 +888,34 @@ mod tests {
         store.save_answers("s1\u{0}p", &answers).await.unwrap();
         assert_eq!(store.answers("s1\u{0}p").await.unwrap(), answers);
         assert!(store.answers("s2\u{0}p").await.unwrap().is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn r38_an_in_memory_store_records_once_replays_and_retains_in_a_database_of_its_own() {
+        let store = SqlStore::in_memory().await.unwrap();
+        let (ids, input, lease) = (context("m1"), input(), Duration::from_secs(60));
+        let claimed = store.claim(&ids, "echo", &input, lease).await.unwrap();
+        assert!(matches!(claimed, Claim::Claimed));
+        store.record(&settlement("m1")).await.unwrap();
+        let replayed = store.claim(&ids, "echo", &input, lease).await.unwrap();
+        assert!(matches!(replayed, Claim::Replay(_)));
+        // An event would be committed before the retained output after it.
+        store.event(progress("m1"));
+        // Written by the writer's connection, read through the pool's.
+        let big = vec![b'x'; 2 * crate::store::OUTPUT_CHUNK_BYTES + 1];
+        let week = Duration::from_secs(7 * 86_400);
+        store
+            .retain("a", "ses", &big, 10 << 20, week)
+            .await
+            .unwrap();
+        let read = store.output("a").await.unwrap().expect("kept");
+        assert_eq!(read.text.len(), big.len());
+        assert_eq!(events_kept(&store).await, 0, "no events in memory");
+        // Another in-memory store is another database.
+        let other = SqlStore::in_memory().await.unwrap();
+        assert!(other.output("a").await.unwrap().is_none());
+        let fresh = other.claim(&ids, "echo", &input, lease).await.unwrap();
+        assert!(matches!(fresh, Claim::Claimed));
     }
 
     #[tokio::test]
