@@ -59,7 +59,7 @@ pub(crate) async fn run(
     });
     let host = common.host(Some(printer), true).await?;
     let mut specs = specs(plugins, common)?;
-    let _std = std.add(&mut specs, common)?;
+    std.add(&mut specs, common)?;
     let (location, _activations) = activate_all(&host, &specs).await?;
     let snapshot = location.snapshot();
     // Fresh ids each run (a minted message id): nothing to replay or

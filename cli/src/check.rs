@@ -86,12 +86,12 @@ pub(crate) async fn run(
 /// Checks one plugin: activation (its own location, so plugins do not
 /// shadow each other), then each sample. Prints a line per check.
 async fn check_one(host: &Host, spec: &Spec, common: &Common) -> anyhow::Result<Suite> {
-    let location = host.location(spec.path.clone());
+    let location = host.location(spec.source.label());
     let started = Instant::now();
-    let activation = match location.load(&spec.path, &spec.options).await {
+    let activation = match location.load(&spec.source, &spec.options).await {
         Ok(activation) => activation,
         Err(e) => {
-            let name = spec.path.display().to_string();
+            let name = spec.source.to_string();
             report(&format!("FAIL {name}: {e}"))?;
             let case = case("activate", started, Some(e.to_string()));
             return Ok(Suite {

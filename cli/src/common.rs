@@ -19,7 +19,9 @@ use toolhost::manifest::units::{parse_duration, parse_size};
 use toolhost::mcp::{McpConnection, MeteredStore, Metrics};
 use toolhost::permission::{Effect, Rule, Rules};
 use toolhost::store::Store;
-use toolhost::{Activation, Budget, BudgetOverrides, Host, HostBuilder, LoadError, Location};
+use toolhost::{
+    Activation, Budget, BudgetOverrides, Host, HostBuilder, LoadError, Location, PluginSource,
+};
 
 use crate::store::StoreArgs;
 use crate::{Failure, grants, prompt};
@@ -250,7 +252,7 @@ fn interpreter() -> Result<&'static [u8], Failure> {
 
 /// A plugin named on the command line: a component or a manifest entry.
 pub(crate) struct Spec {
-    pub(crate) path: PathBuf,
+    pub(crate) source: PluginSource,
     pub(crate) samples: Option<PathBuf>,
     pub(crate) options: PluginOptions,
 }
@@ -273,7 +275,7 @@ pub(crate) fn specs(paths: &[PathBuf], common: &Common) -> Result<Specs, Failure
             common.apply(&mut options);
             out.plugins.push(Spec {
                 samples: samples_beside(path),
-                path: path.clone(),
+                source: PluginSource::from_path(path),
                 options,
             });
             continue;
@@ -283,10 +285,11 @@ pub(crate) fn specs(paths: &[PathBuf], common: &Common) -> Result<Specs, Failure
                 Source::Plugin(m) => {
                     // Before the flags' grants join them: those are the user's own.
                     grants::review(path, &m, common.yes)?;
+                    let source = m.source();
                     let mut options = m.options;
                     common.apply(&mut options);
                     out.plugins.push(Spec {
-                        path: m.path,
+                        source,
                         samples: m.samples,
                         options,
                     });
@@ -329,7 +332,7 @@ pub(crate) async fn activate_all(host: &Host, specs: &Specs) -> Result<(Location
         host.location(std::env::current_dir().context("cannot read the current directory")?);
     let mut activations = Vec::new();
     for spec in &specs.plugins {
-        activations.push(location.load(&spec.path, &spec.options).await?);
+        activations.push(location.load(&spec.source, &spec.options).await?);
     }
     let held = Held {
         _activations: activations,

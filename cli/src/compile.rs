@@ -30,9 +30,9 @@ pub(crate) async fn run(plugins: &[PathBuf], common: &Common) -> Result<u8, Fail
     };
     let mut rows = Vec::new();
     for spec in &specs {
-        bar.set_message(spec.path.display().to_string());
+        bar.set_message(spec.source.to_string());
         let start = Instant::now();
-        let plugin = host.compile(&spec.path, &spec.options).await?;
+        let plugin = host.compile(&spec.source, &spec.options).await?;
         let ms = start.elapsed().as_secs_f64() * 1000.0;
         let info = plugin.info();
         let how = if info.from_cache {

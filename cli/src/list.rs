@@ -17,7 +17,7 @@ pub(crate) async fn run(
 ) -> Result<u8, Failure> {
     let host = common.host(None, true).await?;
     let mut specs = specs(plugins, common)?;
-    let _std = std.add(&mut specs, common)?;
+    std.add(&mut specs, common)?;
     let (location, _activations) = activate_all(&host, &specs).await?;
     let catalog = location.catalog();
     if common.json {

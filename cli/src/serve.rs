@@ -215,7 +215,7 @@ pub(crate) struct Serve {
 pub(crate) async fn run(serve: Serve, std: &StdArgs, common: &Common) -> Result<u8, Failure> {
     let paths = expand(&serve.plugins)?;
     let mut specs = specs(&paths, common)?;
-    let _std = std.add(&mut specs, common)?;
+    std.add(&mut specs, common)?;
     let sink: Option<Arc<dyn EventSink>> = match &serve.events {
         Some(file) => Some(Arc::new(JsonLinesSink::open(file).with_context(|| {
             format!("cannot open the event log {}", file.display())
@@ -265,7 +265,7 @@ async fn load(
     _loading: Loading,
 ) -> Result<Option<Watcher>, Failure> {
     for spec in specs.plugins {
-        server.load(&spec.path, spec.options).await?;
+        server.load(spec.source, spec.options).await?;
     }
     for config in specs.servers {
         for warning in server.connect_mcp(config).await? {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Args;
+use toolhost::PluginSource;
 use toolhost::config::{DirGrant, PluginOptions};
 use toolhost::permission::{Effect, Rule, Rules};
 
@@ -36,31 +37,18 @@ pub(crate) struct StdArgs {
     std_readonly: Option<PathBuf>,
 }
 
-/// The embedded components written out for loading; removed when dropped,
-/// so keep it until the command ends (`serve --watch` watches the files).
-pub(crate) struct StdFiles {
-    _dir: tempfile::TempDir,
-}
-
 impl StdArgs {
     /// Puts the standard tools before the named plugins in `specs` (so a
     /// plugin's tool of the same name wins), with `common`'s limits and
-    /// grants; `None` if no flag asks for them.
-    pub(crate) fn add(
-        &self,
-        specs: &mut Specs,
-        common: &Common,
-    ) -> Result<Option<StdFiles>, Failure> {
+    /// grants, loaded from the bytes this binary embeds; nothing if no flag
+    /// asks for them.
+    pub(crate) fn add(&self, specs: &mut Specs, common: &Common) -> Result<(), Failure> {
         let (dir, writable) = match (&self.std, &self.std_readonly) {
             (Some(dir), _) => (dir, true),
             (None, Some(dir)) => (dir, false),
-            (None, None) => return Ok(None),
+            (None, None) => return Ok(()),
         };
         let host = granted(dir)?;
-        let files = tempfile::Builder::new()
-            .prefix("toolhost-std-")
-            .tempdir()
-            .context("cannot make a temporary directory for the standard tools")?;
         let [read, edit] = components()?;
         let mut components = vec![("std", read)];
         if writable {
@@ -68,9 +56,6 @@ impl StdArgs {
         }
         let mut loaded = Vec::new();
         for (name, wasm) in components {
-            let path = files.path().join(format!("{name}.wasm"));
-            std::fs::write(&path, wasm)
-                .with_context(|| format!("cannot write {}", path.display()))?;
             let mut options = PluginOptions::default();
             common.apply(&mut options);
             // Whatever --config says is for the named plugins.
@@ -88,13 +73,13 @@ impl StdArgs {
                     .collect(),
             );
             loaded.push(Spec {
-                path,
+                source: PluginSource::bytes(name, wasm),
                 samples: None,
                 options,
             });
         }
         specs.plugins.splice(0..0, loaded);
-        Ok(Some(StdFiles { _dir: files }))
+        Ok(())
     }
 }
 

@@ -163,6 +163,7 @@ pub use model::context::{CallContext, Caller};
 pub use model::execution::ToolContext;
 pub use model::outcome::{Completed, Interruption, Outcome, Settlement};
 pub use model::plugin::{CodeTier, PluginInfo};
+pub use model::source::PluginSource;
 pub use model::tool::{Tool, ToolDefinition};
 pub use registry::{Registration, RegistrationError};
 pub use tokio_util::sync::CancellationToken;

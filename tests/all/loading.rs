@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::{CHAOS, FUTURE_VERSION, OTHER_WORLD, TEXT_TOOLS};
 use toolhost::config::PluginOptions;
-use toolhost::{Error, LoadError, Unsupported};
+use toolhost::{Error, LoadError, PluginSource, Unsupported};
 use toolhost_tests::{host, load, settle};
 
 async fn load_error(path: &std::path::Path) -> LoadError {
@@ -66,6 +66,43 @@ async fn an_incompatible_wit_version_is_refused_with_both_versions_named() {
         other => panic!("{other:?}"),
     }
     assert!(e.to_string().contains("rebuild the plugin"), "{e}");
+}
+
+#[tokio::test]
+async fn a_plugin_loads_from_bytes_in_memory_named_by_its_source() {
+    let (host, _out) = host();
+    let wasm = std::fs::read(TEXT_TOOLS).unwrap();
+    let location = host.location("/from-bytes");
+    let source = PluginSource::bytes("embedded-text", wasm);
+    let activation = location
+        .load(&source, &PluginOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(activation.plugin().info().name, "embedded-text");
+    assert_eq!(
+        activation.plugin().info().path,
+        std::path::Path::new("embedded-text")
+    );
+    let s = settle(
+        &location.snapshot(),
+        "word_count",
+        serde_json::json!({"text": "a b c"}),
+    )
+    .await;
+    assert!(
+        matches!(s.outcome, toolhost::Outcome::Completed(_)),
+        "{:?}",
+        s.outcome
+    );
+    // Bytes that are no component are the same typed error a file gets,
+    // naming the source.
+    let bad = PluginSource::bytes("not-a-plugin", &b"hello"[..]);
+    match host.compile(bad, &PluginOptions::default()).await {
+        Err(Error::Load(LoadError::NotWasm { path })) => {
+            assert_eq!(path, std::path::Path::new("not-a-plugin"))
+        }
+        other => panic!("expected NotWasm, got {other:?}"),
+    }
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use crate::model::approval::Approver;
 use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, HttpLimits, OutputBounds};
 use crate::model::event::EventSink;
 use crate::model::hook::AfterHook;
+use crate::model::source::PluginSource;
 use crate::net::tls::client_config;
 use crate::output::retain::{
     DEFAULT_MEMORY_RETENTION_QUOTA, DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA, Retention,
@@ -443,15 +444,16 @@ impl Host {
         HostBuilder::default()
     }
 
-    /// Compiles a plugin with `options`: reads it, checks the WIT version,
-    /// compiles it under its limits (or takes it from the compile cache)
-    /// and links it. Nothing runs: [`Location::load`] also activates it.
+    /// Compiles a plugin with `options`: reads it from its
+    /// [source](PluginSource), checks the WIT version, compiles it under
+    /// its limits (or takes it from the compile cache) and links it.
+    /// Nothing runs: [`Location::load`] also activates it.
     pub async fn compile(
         &self,
-        path: impl AsRef<Path>,
+        source: impl Into<PluginSource>,
         options: &PluginOptions,
     ) -> Result<Plugin, Error> {
-        self.inner.loader.load(path.as_ref(), options).await
+        self.inner.loader.load(&source.into(), options).await
     }
 
     /// The process-wide application placement, shared by all locations.

@@ -4,13 +4,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::code::{CodeMode, with_execute};
 use crate::config::plugin::PluginOptions;
 use crate::error::Error;
 use crate::facade::snapshot::Snapshot;
+use crate::model::source::PluginSource;
 use crate::model::tool::Tool;
 use crate::registry::placement::{Level, Placement, Registration, RegistrationError};
 use crate::registry::scope::Scope;
@@ -165,25 +165,26 @@ impl Location {
         Activation::start(plugin, self.scope()).await
     }
 
-    /// Loads and activates the plugin at `path` with `options`.
+    /// Loads and activates the plugin `source` names (a path, bytes in
+    /// memory or a registry reference: [`PluginSource`]) with `options`.
     pub async fn load(
         &self,
-        path: impl AsRef<Path>,
+        source: impl Into<PluginSource>,
         options: &PluginOptions,
     ) -> Result<Activation, Error> {
-        let plugin = self.loader.load(path.as_ref(), options).await?;
+        let plugin = self.loader.load(&source.into(), options).await?;
         self.activate(&plugin).await
     }
 
-    /// Hot reload: activates the plugin at `path` (overlaying `old`'s
+    /// Hot reload: activates the plugin `source` names (overlaying `old`'s
     /// registrations), then unloads `old`, so no snapshot ever sees a gap.
     pub async fn reload(
         &self,
         old: &Activation,
-        path: impl AsRef<Path>,
+        source: impl Into<PluginSource>,
         options: &PluginOptions,
     ) -> Result<Activation, Error> {
-        let new = self.load(path, options).await?;
+        let new = self.load(source, options).await?;
         old.unload();
         Ok(new)
     }

@@ -52,7 +52,7 @@ use crate::config::plugin::PluginOptions;
 use crate::error::LoadError;
 use crate::files::read_regular_file;
 use crate::model::budget::{BudgetOverrides, HttpLimits, OutputBounds};
-use crate::model::plugin::OCI_SCHEME;
+use crate::model::source::PluginSource;
 use crate::permission::{Rule, Rules};
 
 use crate::config::mcp::McpServerConfig;
@@ -65,7 +65,9 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 /// One plugin as a manifest describes it, paths resolved.
 #[derive(Debug, Clone)]
 pub struct Manifest {
-    /// The component.
+    /// The component: a file (relative paths resolved against the
+    /// manifest's directory) or an `oci://` reference; see
+    /// [`Manifest::source`].
     pub path: PathBuf,
     /// The sample calls file, if any.
     pub samples: Option<PathBuf>,
@@ -153,6 +155,13 @@ enum EnvEntry {
     Value { name: String, value: Option<String> },
 }
 
+impl Manifest {
+    /// Where the component comes from.
+    pub fn source(&self) -> PluginSource {
+        PluginSource::from_path(&self.path)
+    }
+}
+
 impl Source {
     /// Reads a manifest or host config: one plugin, or several plugins
     /// under `[[plugin]]` and MCP servers under `[[mcp]]`, in that order.
@@ -202,15 +211,10 @@ impl Entry {
             None => Value::Object(Default::default()),
         };
         Ok(Manifest {
-            // `oci://` references are not relative to the manifest.
-            path: if self
-                .path
-                .to_str()
-                .is_some_and(|p| p.starts_with(OCI_SCHEME))
-            {
-                self.path
-            } else {
-                base.join(self.path)
+            // Registry references are not relative to the manifest.
+            path: match PluginSource::from_path(&self.path) {
+                PluginSource::File(path) => base.join(path),
+                _ => self.path,
             },
             samples: self.samples.map(|s| base.join(s)),
             options: PluginOptions {

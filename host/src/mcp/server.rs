@@ -23,6 +23,7 @@ use crate::mcp::bindings::Bindings;
 use crate::mcp::metrics::Metrics;
 use crate::mcp::sealed::StateKeys;
 use crate::mcp::sessions::SessionSources;
+use crate::model::source::PluginSource;
 use crate::wasm::activation::Activation;
 
 /// How long `tools/list` and `tools/call` wait for plugins still loading
@@ -52,7 +53,7 @@ pub enum ServeError {
 
 /// A plugin the server loaded, remembered so `--watch` can reload it.
 pub(crate) struct Loaded {
-    pub(crate) path: PathBuf,
+    pub(crate) source: PluginSource,
     pub(crate) options: PluginOptions,
     pub(crate) activation: Activation,
 }
@@ -175,12 +176,17 @@ impl McpServer {
         }
     }
 
-    /// Loads and activates the plugin at `path` into the served location.
-    pub async fn load(&self, path: impl AsRef<Path>, options: PluginOptions) -> Result<(), Error> {
-        let path = path.as_ref().to_owned();
-        let activation = self.shared.location.load(&path, &options).await?;
+    /// Loads and activates the plugin `source` names into the served
+    /// location.
+    pub async fn load(
+        &self,
+        source: impl Into<PluginSource>,
+        options: PluginOptions,
+    ) -> Result<(), Error> {
+        let source = source.into();
+        let activation = self.shared.location.load(&source, &options).await?;
         lock(&self.shared.plugins).push(Loaded {
-            path,
+            source,
             options,
             activation,
         });
@@ -232,9 +238,14 @@ impl McpServer {
 }
 
 impl Shared {
-    /// The paths of the loaded plugins.
-    pub(crate) fn plugin_paths(&self) -> Vec<PathBuf> {
-        lock(&self.plugins).iter().map(|l| l.path.clone()).collect()
+    /// The files the loaded plugins came from (bytes in memory and
+    /// registry references, content-addressed, have none to watch).
+    pub(crate) fn plugin_files(&self) -> Vec<PathBuf> {
+        let plugins = lock(&self.plugins);
+        plugins
+            .iter()
+            .filter_map(|l| l.source.file().map(Path::to_owned))
+            .collect()
     }
 
     /// Reloads every plugin loaded from `path`, gap-free (the new
@@ -244,7 +255,7 @@ impl Shared {
         let stale: Vec<(usize, PluginOptions)> = lock(&self.plugins)
             .iter()
             .enumerate()
-            .filter(|(_, l)| l.path == path)
+            .filter(|(_, l)| l.source.file() == Some(path))
             .map(|(i, l)| (i, l.options.clone()))
             .collect();
         for (index, options) in stale {

@@ -10,7 +10,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::mcp::server::{McpServer, ServeError};
-use crate::model::plugin::OCI_SCHEME;
 
 /// Quiet time after the last change to a file before it is reloaded: a
 /// build or copy writes in several steps.
@@ -33,14 +32,7 @@ impl McpServer {
     /// Starts watching the files of the plugins loaded so far; each change
     /// reloads the plugin and sends `notifications/tools/list_changed`.
     pub fn watch(&self) -> Result<Watcher, ServeError> {
-        // An `oci://` plugin is content-addressed: there is no file of
-        // its own to watch (its blob in the store never changes).
-        let files: HashSet<PathBuf> = self
-            .shared
-            .plugin_paths()
-            .into_iter()
-            .filter(|p| !p.to_string_lossy().starts_with(OCI_SCHEME))
-            .collect();
+        let files: HashSet<PathBuf> = self.shared.plugin_files().into_iter().collect();
         let (changed, mut changes) = mpsc::unbounded_channel::<PathBuf>();
         let watched = files.clone();
         let mut watcher =

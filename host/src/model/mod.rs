@@ -12,5 +12,6 @@ pub(crate) mod hook;
 pub(crate) mod outcome;
 pub(crate) mod plugin;
 pub(crate) mod schema;
+pub(crate) mod source;
 pub(crate) mod text;
 pub(crate) mod tool;

@@ -17,7 +17,8 @@ use crate::config::plugin::PluginOptions;
 use crate::error::{Error, LoadError, OciError};
 use crate::files::read_regular_file;
 use crate::model::budget::{Budget, HttpLimits, OutputBounds};
-use crate::model::plugin::{CodeTier, OCI_SCHEME, PluginInfo};
+use crate::model::plugin::{CodeTier, PluginInfo};
+use crate::model::source::PluginSource;
 use crate::permission::Policy;
 use crate::wasm::compile::Built;
 use crate::wasm::engine::Runtime;
@@ -214,15 +215,42 @@ pub(crate) struct Loader {
 }
 
 impl Loader {
-    /// Reads, checks and compiles the plugin at `path` on a blocking thread,
-    /// so a long compile never stalls the async workers, and links it.
-    /// An `oci://` path is first pulled, verified against the trust
-    /// policy and stored by digest (R41); only then is it compiled.
-    pub(crate) async fn load(&self, path: &Path, options: &PluginOptions) -> Result<Plugin, Error> {
-        match path.to_str().filter(|p| p.starts_with(OCI_SCHEME)) {
-            Some(reference) => self.load_oci(reference, options).await,
-            None => load(&self.runtime, &self.defaults, path, options).await,
+    /// Reads, checks and compiles the plugin `source` names on a blocking
+    /// thread, so a long compile never stalls the async workers, and links
+    /// it. A registry reference is first pulled, verified against the
+    /// trust policy and stored by digest (R41); only then is it compiled.
+    pub(crate) async fn load(
+        &self,
+        source: &PluginSource,
+        options: &PluginOptions,
+    ) -> Result<Plugin, Error> {
+        match source {
+            PluginSource::File(path) => self.load_file(path, options).await,
+            PluginSource::Bytes { name, wasm } => {
+                if wasm.len() as u64 > MAX_PLUGIN_BYTES {
+                    let (path, limit) = (name.into(), MAX_PLUGIN_BYTES);
+                    return Err(LoadError::TooLarge { path, limit }.into());
+                }
+                let wasm = wasm.to_vec();
+                load(
+                    &self.runtime,
+                    &self.defaults,
+                    Path::new(name),
+                    wasm,
+                    options,
+                )
+                .await
+            }
+            PluginSource::Oci(reference) => self.load_oci(reference, options).await,
         }
+    }
+
+    async fn load_file(&self, path: &Path, options: &PluginOptions) -> Result<Plugin, Error> {
+        let wasm = {
+            let path = path.to_owned();
+            blocking(move || read_regular_file(&path, MAX_PLUGIN_BYTES)).await??
+        };
+        load(&self.runtime, &self.defaults, path, wasm, options).await
     }
 
     #[cfg(feature = "oci")]
@@ -252,7 +280,7 @@ impl Loader {
                 .cloned()
                 .or_else(|| fetched.reference.tag().map(str::to_owned));
         }
-        load(&self.runtime, &self.defaults, &fetched.path, &options).await
+        self.load_file(&fetched.path, &options).await
     }
 
     #[cfg(not(feature = "oci"))]
@@ -264,13 +292,16 @@ impl Loader {
     }
 }
 
+/// Checks, compiles and links `wasm`, read from `path` (a file's, or what
+/// stands for bytes from elsewhere in messages).
 async fn load(
     runtime: &Arc<Runtime>,
     defaults: &PluginDefaults,
     path: &Path,
+    wasm: Vec<u8>,
     options: &PluginOptions,
 ) -> Result<Plugin, Error> {
-    let compiled = compile(runtime, path, options.compile).await?;
+    let compiled = compile(runtime, path, wasm, options.compile).await?;
     let tier = compiled.linked.tier;
     let config =
         serde_json::to_string(&options.config).map_err(|e| Error::Config(e.to_string()))?;
@@ -325,19 +356,20 @@ struct Compiled {
     from_cache: bool,
 }
 
-/// Reads, checks and compiles the plugin at `path` under `limits` (or takes
-/// it from the compile cache) and links it. The blocking parts run off the
+/// Checks and compiles the plugin `wasm` read from `path` under `limits`
+/// (or takes it from the compile cache) and links it. The blocking parts run off the
 /// async workers; the compile itself where it can be given up. With tiered
 /// compilation the code is the baseline compiler's unless the cache holds
 /// optimized code.
 async fn compile(
     runtime: &Arc<Runtime>,
     path: &Path,
+    wasm: Vec<u8>,
     limits: CompileLimits,
 ) -> Result<Compiled, Error> {
     let checked = {
         let (runtime, path) = (runtime.clone(), path.to_owned());
-        blocking(move || check(&runtime, &path)).await??
+        blocking(move || check(&runtime, &path, wasm)).await??
     };
     let (tier, built, from_cache) = match checked.cached {
         Some((tier, component)) => {
@@ -373,8 +405,7 @@ struct Checked {
     cached: Option<(CodeTier, Component)>,
 }
 
-fn check(runtime: &Runtime, path: &Path) -> Result<Checked, LoadError> {
-    let wasm = read_regular_file(path, MAX_PLUGIN_BYTES)?;
+fn check(runtime: &Runtime, path: &Path, wasm: Vec<u8>) -> Result<Checked, LoadError> {
     check_header(path, &wasm)?;
     preflight(path, &wasm)?;
     let cached = runtime.cache.as_ref().and_then(|cache| {
