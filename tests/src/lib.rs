@@ -112,3 +112,18 @@ pub fn exited(out: Output) -> (i32, String, String) {
         String::from_utf8(out.stderr).expect("stderr is UTF-8"),
     )
 }
+
+// The Rust examples of the README and the docs compile (as doctests of this
+// crate, which has the library's features and the SDK); none runs, as each
+// needs plugins, a model or a client.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeExamples;
+
+#[doc = include_str!("../../docs/languages.md")]
+#[cfg(doctest)]
+pub struct LanguagesExamples;
+
+#[doc = include_str!("../../docs/mcp.md")]
+#[cfg(doctest)]
+pub struct McpExamples;
