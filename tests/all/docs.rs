@@ -736,3 +736,37 @@ fn installs_pypi_toolhost(line: &str) -> bool {
                 })
         })
 }
+
+// ---------------------------------------------------------- Rust examples
+
+/// Every Rust example of README.md and docs/ compiles: none is `ignore`d,
+/// and each file holding one is a doctest of toolhost-tests
+/// (tests/src/lib.rs), which `cargo test --workspace` compiles.
+#[test]
+fn every_rust_example_in_the_docs_is_compiled() {
+    let included = read("tests/src/lib.rs");
+    let mut docs: Vec<PathBuf> = files_under(&root().join("docs"), &["md"]);
+    docs.push(root().join("README.md"));
+    let mut problems = Vec::new();
+    for path in docs {
+        let text = fs::read_to_string(&path).unwrap();
+        let name = path.strip_prefix(root()).unwrap().display().to_string();
+        let fences: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("```"))
+            .filter(|info| info.starts_with("rust"))
+            .collect();
+        if fences.iter().any(|info| info.contains("ignore")) {
+            problems.push(format!(
+                "{name}: an `ignore`d Rust example; make it compile (`no_run` if it cannot run)"
+            ));
+        }
+        let include = format!("include_str!(\"../../{name}\")");
+        if !fences.is_empty() && !included.contains(&include) {
+            problems.push(format!(
+                "{name}: has Rust examples but tests/src/lib.rs does not {include}"
+            ));
+        }
+    }
+    assert_no_problems("Rust examples in the docs", &problems);
+}

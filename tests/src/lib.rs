@@ -127,3 +127,7 @@ pub struct LanguagesExamples;
 #[doc = include_str!("../../docs/mcp.md")]
 #[cfg(doctest)]
 pub struct McpExamples;
+
+#[doc = include_str!("../../docs/embedding.md")]
+#[cfg(doctest)]
+pub struct EmbeddingExamples;
