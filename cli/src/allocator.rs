@@ -4,11 +4,13 @@
 //! docs/performance.md), and a server's way of returning freed pages while
 //! it is idle.
 
+#[cfg(feature = "mcp")]
 use std::time::Duration;
 
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+#[cfg(feature = "mcp")]
 /// How often an idle server returns the pages freed longer ago than
 /// jemalloc's decay time (10 s by default).
 const DECAY_INTERVAL: Duration = Duration::from_secs(10);
@@ -19,6 +21,7 @@ const DECAY_INTERVAL: Duration = Duration::from_secs(10);
 /// start-up's pages). Not jemalloc's own background thread: that defers
 /// the purging allocations do as they go, and raised peak memory under a
 /// burst of large requests by ~80 MiB.
+#[cfg(feature = "mcp")]
 pub(crate) fn return_idle_pages() {
     let spawned = std::thread::Builder::new()
         .name("allocator-decay".into())
@@ -33,6 +36,7 @@ pub(crate) fn return_idle_pages() {
     }
 }
 
+#[cfg(feature = "mcp")]
 fn decay_all_arenas() {
     // MALLCTL_ARENAS_ALL (4096): every arena.
     let name = c"arena.4096.decay";

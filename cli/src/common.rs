@@ -99,7 +99,7 @@ pub(crate) struct Common {
     code_mode: bool,
     #[cfg(feature = "oci")]
     #[command(flatten)]
-    oci: crate::oci::OciArgs,
+    oci: crate::oci_args::OciArgs,
 }
 
 impl Common {

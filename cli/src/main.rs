@@ -15,6 +15,8 @@ mod logging;
 mod new;
 #[cfg(feature = "oci")]
 mod oci;
+#[cfg(feature = "oci")]
+mod oci_args;
 mod prompt;
 #[cfg(feature = "mcp")]
 mod serve;

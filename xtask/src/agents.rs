@@ -10,9 +10,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::build_plugins;
+use crate::support::build_plugins;
 use crate::support::{build_toolhost, check_node, run_step, target_dir};
-use crate::test::Venv;
+use crate::venv::Venv;
 
 /// The step's name in `cargo xtask test`, which also runs it alone as
 /// `cargo xtask test agents [PYTEST ARGS...]`.

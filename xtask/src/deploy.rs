@@ -15,7 +15,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 use crate::support::run_step;
-use crate::test::Venv;
+use crate::venv::Venv;
 
 /// The step's name in `cargo xtask test`.
 pub(crate) const STEP: &str =

@@ -15,14 +15,14 @@ mod support;
 mod system;
 mod templates;
 mod test;
+mod venv;
 mod wheel;
 
-use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result};
 
-use crate::support::{cargo, root, run_step};
+use crate::support::{build_plugins, cargo, root, run_step};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -48,28 +48,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Builds the example plugins exactly as the tests' build script does.
-fn build_plugins() -> Result<PathBuf> {
-    let root = root();
-    let target = root.join("target").join("plugins");
-    eprintln!("building the example plugins (wasm32-wasip2, release)...");
-    run_step(
-        cargo()
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(root.join("example-plugins/Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target),
-    )
-    .context("is the wasm32-wasip2 target installed? Run `rustup target add wasm32-wasip2`")?;
-    Ok(target.join("wasm32-wasip2/release"))
 }
 
 /// Builds what the demo needs with cargo's progress shown, then lists

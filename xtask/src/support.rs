@@ -106,3 +106,25 @@ pub(crate) fn check_node(min: (u32, u32), what: &str) -> Result<()> {
         _ => bail!("node is {version:?}; {what} needs Node.js {major}.{minor} or newer"),
     }
 }
+
+/// Builds the example plugins exactly as the tests' build script does.
+pub(crate) fn build_plugins() -> Result<PathBuf> {
+    let root = root();
+    let target = root.join("target").join("plugins");
+    eprintln!("building the example plugins (wasm32-wasip2, release)...");
+    run_step(
+        cargo()
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(root.join("example-plugins/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target),
+    )
+    .context("is the wasm32-wasip2 target installed? Run `rustup target add wasm32-wasip2`")?;
+    Ok(target.join("wasm32-wasip2/release"))
+}

@@ -22,7 +22,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 use crate::support::{build_toolhost, cargo, check_node, root, run_step, scratch};
-use crate::test::{Env, prepare_venv};
+use crate::venv::{Env, prepare_venv};
 
 /// The name every generated project gets.
 const NAME: &str = "my-tools";

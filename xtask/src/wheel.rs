@@ -17,9 +17,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::build_plugins;
+use crate::support::build_plugins;
 use crate::support::{cargo, root, run_step, scratch, target_dir};
-use crate::test::{Env, Venv, prepare_venv};
+use crate::venv::{Env, Venv, prepare_venv};
 
 /// The pyproject.toml maturin builds, next to the CLI's Cargo.toml.
 const MANIFEST: &str = "cli/Cargo.toml";
