@@ -126,9 +126,12 @@ impl HostBuilder {
     }
 
     /// Calls in flight per plugin; further calls wait for a slot (and the
-    /// wait counts against their deadline). Default: [`DEFAULT_CONCURRENCY`].
+    /// wait counts against their deadline). At least 1: [`build`] refuses
+    /// 0. Default: [`DEFAULT_CONCURRENCY`].
+    ///
+    /// [`build`]: HostBuilder::build
     pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = n.max(1);
+        self.concurrency = n;
         self
     }
 
@@ -166,9 +169,12 @@ impl HostBuilder {
     /// one per live activation plus one per call in flight. A call that
     /// finds every slot busy fails operationally, naming this setting.
     /// Each slot reserves address space (not memory) for a linear memory of
-    /// up to [`crate::limits::MAX_MEMORY`]. Default: [`DEFAULT_MAX_INSTANCES`].
+    /// up to [`crate::limits::MAX_MEMORY`]. At least 1: [`build`] refuses
+    /// 0. Default: [`DEFAULT_MAX_INSTANCES`].
+    ///
+    /// [`build`]: HostBuilder::build
     pub fn max_instances(mut self, n: u32) -> Self {
-        self.max_instances = n.max(1);
+        self.max_instances = n;
         self
     }
 
@@ -345,13 +351,25 @@ impl HostBuilder {
         self
     }
 
+    /// Refuses settings no host can run with, rather than changing them.
+    fn check(&self) -> Result<(), Error> {
+        let zero = match (self.concurrency, self.max_instances) {
+            (0, _) => "concurrency is 0: each plugin needs at least 1 call slot",
+            (_, 0) => "max_instances is 0: plugins need at least 1 instance slot",
+            _ => return Ok(()),
+        };
+        Err(Error::Config(zero.to_owned()))
+    }
+
     /// Builds the host: configures the engine, reads the CA files given to
     /// [`http_root_certificates`](HostBuilder::http_root_certificates) and,
     /// with Code Mode, starts compiling the interpreter (reading the compile
     /// cache, when one is given). It opens no store: the store (a state
     /// directory's, created then) is opened when the first call needs it.
     /// It installs no process-wide state (no rustls crypto provider).
+    /// A setting out of its range is [`Error::Config`], naming it.
     pub fn build(self) -> Result<Host, Error> {
+        self.check()?;
         let cache = self
             .cache_dir
             .map(|dir| CompileCache::new(dir, self.cache_limit));
@@ -519,5 +537,20 @@ impl Host {
         reference: &str,
     ) -> Result<Option<String>, StoreError> {
         self.inner.pipeline.retained(scope, reference).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_slot_count_is_refused_by_name_not_raised_to_one() {
+        let refused = |builder: HostBuilder| match builder.build() {
+            Err(Error::Config(message)) => message,
+            other => panic!("expected a configuration error, got {other:?}"),
+        };
+        assert!(refused(Host::builder().concurrency(0)).starts_with("concurrency is 0"));
+        assert!(refused(Host::builder().max_instances(0)).starts_with("max_instances is 0"));
     }
 }

@@ -222,7 +222,7 @@ impl Entry {
                 version: self.version,
                 config,
                 overrides: self.limits.overrides()?,
-                concurrency: self.limits.concurrency,
+                concurrency: self.limits.concurrency()?,
                 bounds: self.limits.bounds()?,
                 http_limits: self.limits.http()?,
                 compile: self.limits.compile()?,
@@ -298,6 +298,13 @@ impl LimitsEntry {
 impl LimitsEntry {
     /// The plugin's own outbound HTTP limits, when it sets any; unset ones
     /// take the defaults.
+    fn concurrency(&self) -> Result<Option<usize>, String> {
+        match self.concurrency {
+            Some(0) => Err("limits.concurrency is 0: a plugin needs at least 1 call slot".into()),
+            n => Ok(n),
+        }
+    }
+
     fn http(&self) -> Result<Option<HttpLimits>, String> {
         if self.http_requests.is_none()
             && self.http_concurrency.is_none()
@@ -373,6 +380,15 @@ mod tests {
         let err = plugins(&path).unwrap_err().to_string();
         assert!(err.contains("fule"), "{err}");
         assert!(err.contains("line 4"), "{err}");
+    }
+
+    #[test]
+    fn a_concurrency_of_zero_is_refused_not_raised_to_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, "path = \"a.wasm\"\n[limits]\nconcurrency = 0\n").unwrap();
+        let err = plugins(&path).unwrap_err().to_string();
+        assert!(err.contains("limits.concurrency is 0"), "{err}");
     }
 
     #[test]

@@ -301,6 +301,10 @@ async fn load(
     wasm: Vec<u8>,
     options: &PluginOptions,
 ) -> Result<Plugin, Error> {
+    if options.concurrency == Some(0) {
+        let zero = "PluginOptions::concurrency is 0: a plugin needs at least 1 call slot";
+        return Err(Error::Config(zero.into()));
+    }
     let compiled = compile(runtime, path, wasm, options.compile).await?;
     let tier = compiled.linked.tier;
     let config =
