@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 #[cfg(feature = "mcp")]
 use toolhost::config::McpServerConfig;
+use toolhost::outcome::Status;
 use toolhost::{Call, CallContext, Host, Outcome, Snapshot};
 
 use crate::common::{Common, Spec, read_bounded, specs};
@@ -32,26 +33,6 @@ struct Sample {
     input: Option<toml::Table>,
     status: Status,
     output: Option<toml::Value>,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
-#[serde(rename_all = "lowercase")]
-enum Status {
-    Completed,
-    Error,
-    Interrupted,
-    Defect,
-}
-
-impl Status {
-    fn name(self) -> &'static str {
-        match self {
-            Status::Completed => "completed",
-            Status::Error => "error",
-            Status::Interrupted => "interrupted",
-            Status::Defect => "defect",
-        }
-    }
 }
 
 pub(crate) async fn run(
@@ -235,7 +216,7 @@ fn report(line: &str) -> anyhow::Result<()> {
 
 fn verdict(sample: &Sample, outcome: &Outcome) -> Result<(), String> {
     let got = outcome.status();
-    if got != sample.status.name() {
+    if got != sample.status {
         let detail = match outcome {
             Outcome::Error { message, .. } | Outcome::Defect { message, .. } => {
                 format!(": {message}")
@@ -245,7 +226,7 @@ fn verdict(sample: &Sample, outcome: &Outcome) -> Result<(), String> {
         };
         return Err(format!(
             "expected status {}, got {got}{detail}",
-            sample.status.name()
+            sample.status
         ));
     }
     if let (Some(expected), Outcome::Completed(c)) = (&sample.output, outcome) {

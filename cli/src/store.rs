@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::anyhow;
 use clap::Args;
 use toolhost::manifest::units::parse_duration;
+use toolhost::outcome::Status;
 use toolhost::store::{Durability, OutcomeFilter, Recorded, SqlStore, Store, default_state_dir};
 
 use crate::{Failure, exit, stdio, terminal, usage};
@@ -98,8 +99,8 @@ pub(crate) struct EventsArgs {
     #[arg(long)]
     call: Option<String>,
     /// Only this status: completed, error, interrupted or defect.
-    #[arg(long, value_parser = ["completed", "error", "interrupted", "defect"])]
-    status: Option<String>,
+    #[arg(long, value_parser = parse_status)]
+    status: Option<Status>,
     /// Only this tool's outcomes.
     #[arg(long)]
     tool: Option<String>,
@@ -124,7 +125,7 @@ pub(crate) async fn events(args: &EventsArgs) -> Result<u8, Failure> {
     let mut filter = OutcomeFilter::default();
     filter.session = args.session.clone();
     filter.call = args.call.clone();
-    filter.status = args.status.clone();
+    filter.status = args.status;
     filter.tool = args.tool.clone();
     filter.caller = args.caller.clone();
     filter.since = args.since.map(|ago| millis(SystemTime::now() - ago));
@@ -194,4 +195,9 @@ pub(crate) async fn output(args: &OutputArgs) -> Result<u8, Failure> {
         stdio::write(&found.text)?;
     }
     Ok(exit::COMPLETED)
+}
+
+/// `--status`: one of the four statuses, by name.
+fn parse_status(name: &str) -> Result<Status, String> {
+    name.parse().map_err(|e: toolhost::outcome::UnknownStatus| e.to_string())
 }

@@ -177,7 +177,7 @@ pub use wasm::worker::compile_worker;
 pub mod outcome {
     pub use crate::model::outcome::{
         Culprit, Defect, DefectKind, ErrorKind, FINAL_STEP_MESSAGE, FaultKind, HostFault, Logs,
-        RetainedOutput,
+        RetainedOutput, Status, UnknownStatus,
     };
 }
 

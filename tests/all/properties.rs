@@ -70,7 +70,6 @@ proptest! {
         }).unwrap();
         let _r = location.register([("anything", tool)]).unwrap();
         let s = runtime.block_on(location.snapshot().settle(Call::new("anything", "{}", context("p"))));
-        prop_assert!(["completed", "error", "interrupted", "defect"].contains(&s.outcome.status()));
         if let Outcome::Completed(c) = &s.outcome {
             prop_assert!(!c.content.is_empty());
             let texts: Vec<&str> = c.content.iter().filter_map(|p| match p {

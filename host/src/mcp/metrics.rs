@@ -291,7 +291,7 @@ impl Metrics {
             .calls
             .get_or_create(&CallLabels {
                 tool,
-                status: settlement.outcome.status(),
+                status: settlement.outcome.status().as_str(),
             })
             .inc();
     }

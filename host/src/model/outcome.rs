@@ -252,14 +252,80 @@ pub enum Outcome {
     },
 }
 
-impl Outcome {
-    /// `completed`, `error`, `interrupted` or `defect`.
-    pub fn status(&self) -> &'static str {
+/// Which of the four outcomes a call ended in: what the store records,
+/// metrics count and `toolhost events --status` filters by. Written in
+/// lowercase (`completed`, `error`, `interrupted`, `defect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Status {
+    /// [`Outcome::Completed`].
+    Completed,
+    /// [`Outcome::Error`].
+    Error,
+    /// [`Outcome::Interrupted`].
+    Interrupted,
+    /// [`Outcome::Defect`].
+    Defect,
+}
+
+impl Status {
+    /// Every status, in the order above.
+    pub const ALL: [Status; 4] = [
+        Status::Completed,
+        Status::Error,
+        Status::Interrupted,
+        Status::Defect,
+    ];
+
+    /// Its lowercase name.
+    pub const fn as_str(self) -> &'static str {
         match self {
-            Outcome::Completed(_) => "completed",
-            Outcome::Error { .. } => "error",
-            Outcome::Interrupted { .. } => "interrupted",
-            Outcome::Defect { .. } => "defect",
+            Status::Completed => "completed",
+            Status::Error => "error",
+            Status::Interrupted => "interrupted",
+            Status::Defect => "defect",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Status {
+    type Err = UnknownStatus;
+
+    fn from_str(name: &str) -> Result<Status, UnknownStatus> {
+        Status::ALL
+            .into_iter()
+            .find(|s| s.as_str() == name)
+            .ok_or_else(|| UnknownStatus(name.to_owned()))
+    }
+}
+
+/// Compares with its name, as a status read from text is written.
+impl PartialEq<&str> for Status {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
+    }
+}
+
+/// A name that is not one of the four statuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a status; use completed, error, interrupted or defect")]
+pub struct UnknownStatus(String);
+
+impl Outcome {
+    /// Which of the four it is.
+    pub fn status(&self) -> Status {
+        match self {
+            Outcome::Completed(_) => Status::Completed,
+            Outcome::Error { .. } => Status::Error,
+            Outcome::Interrupted { .. } => Status::Interrupted,
+            Outcome::Defect { .. } => Status::Defect,
         }
     }
 

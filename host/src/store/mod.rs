@@ -224,8 +224,8 @@ pub struct OutcomeFilter {
     pub session: Option<String>,
     /// Only calls with this id.
     pub call: Option<String>,
-    /// Only this status (`completed`, `error`, `interrupted`, `defect`).
-    pub status: Option<String>,
+    /// Only this status.
+    pub status: Option<crate::model::outcome::Status>,
     /// Only this tool's.
     pub tool: Option<String>,
     /// Only this caller's (`ISSUER#SUBJECT`, or `token:DIGEST`; R40).

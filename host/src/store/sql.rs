@@ -13,7 +13,7 @@ use sqlx::{AnyPool, Executor as _, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::model::context::CallContext;
-use crate::model::outcome::Settlement;
+use crate::model::outcome::{Settlement, Status};
 use crate::store::migrations::{Backend, migrator};
 use crate::store::writer::{self, Counters, StoredOutcome, Unclaimed, Write, Writes};
 use crate::store::{
@@ -487,7 +487,7 @@ impl Store for SqlStore {
             let rows = sqlx::query(LIST_OUTCOMES)
                 .bind(filter.session.as_deref())
                 .bind(filter.call.as_deref())
-                .bind(filter.status.as_deref())
+                .bind(filter.status.map(Status::as_str))
                 .bind(filter.tool.as_deref())
                 .bind(filter.since)
                 .bind(i64::from(filter.limit.unwrap_or(DEFAULT_LIST_LIMIT)))

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::model::context::{CallContext, Caller};
+use crate::model::outcome::Status;
 use crate::store::{
     Claim, IdConflict, InputDigest, MAX_BATCH, MAX_STORED_EVENTS, OUTPUT_CHUNK_BYTES, StoreEvent,
     now_millis,
@@ -60,7 +61,7 @@ pub(super) enum Write {
 pub(super) struct StoredOutcome {
     pub(super) context: CallContext,
     pub(super) owner: Arc<str>,
-    pub(super) status: &'static str,
+    pub(super) status: Status,
     pub(super) settlement: String,
 }
 
@@ -487,7 +488,7 @@ async fn record<C: Conn + Send>(db: &mut C, outcome: &StoredOutcome) -> Result<b
             "UPDATE calls SET state = 'done', status = $1, settlement = $2, ended_at = $3 \
              WHERE session_id = $4 AND message_id = $5 AND call_id = $6 AND owner = $7 AND state = 'running'",
             &[
-                Arg::Text(outcome.status),
+                Arg::Text(outcome.status.as_str()),
                 Arg::Text(&outcome.settlement),
                 Arg::Int(now_millis()),
                 session,
@@ -525,7 +526,7 @@ async fn insert_outcome<C: Conn + Send>(
                 Arg::Int(now),
                 Arg::Int(unclaimed.started_at),
                 Arg::Int(now),
-                Arg::Text(outcome.status),
+                Arg::Text(outcome.status.as_str()),
                 Arg::Text(&outcome.settlement),
                 Arg::OptText(context.caller.as_ref().map(Caller::name)),
                 Arg::Text(&unclaimed.input.to_hex()),

@@ -355,6 +355,7 @@ impl Cells for Vec<Value> {
 mod tests {
     use super::*;
     use crate::model::context::CallContext;
+    use crate::model::outcome::Status;
     use crate::store::StoreEvent;
 
     fn event() -> Write {
@@ -391,7 +392,7 @@ mod tests {
             outcome: super::super::StoredOutcome {
                 context,
                 owner: "test".into(),
-                status: "completed",
+                status: Status::Completed,
                 settlement: "{}".into(),
             },
             unclaimed: Some(super::super::Unclaimed {
