@@ -20,6 +20,7 @@ use std::fmt;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -93,47 +94,87 @@ impl std::str::FromStr for Durability {
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// The store failed; calls that needed it fail operationally, naming it.
-#[derive(Debug, Clone, thiserror::Error)]
+///
+/// `Display` and `Error` are written out, not derived with thiserror: its
+/// `#[source]` on an `Arc` would hand out the `Arc` itself, which does not
+/// downcast to the cause.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The database could not be reached or opened.
-    #[error("cannot reach the store {store}: {reason}")]
     Unreachable {
         /// The store, its password removed.
         store: String,
         /// What failed.
         reason: String,
+        /// The underlying error (`sqlx::Error`, `io::Error`, ...), for an
+        /// embedder to downcast; `None` where the cause crossed the
+        /// writer's queue as text. An `Arc` because the error is `Clone`.
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
     },
     /// The database refused or lost a write or a read.
-    #[error("the store {store} failed: {reason}")]
     Failed {
         /// The store, its password removed.
         store: String,
         /// What failed.
         reason: String,
+        /// The underlying error, as in [`StoreError::Unreachable`].
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
     },
     /// The URL names no store this build knows.
-    #[error(
-        "`{0}` is not a store URL; use sqlite:PATH (the embedded store) or postgres://USER@HOST/DB"
-    )]
     BadUrl(String),
     /// A Postgres URL, but this build has no Postgres driver.
-    #[error(
-        "this build of toolhost has no Postgres store; build the `toolhost` crate with its `postgres` feature"
-    )]
     NoPostgres,
     /// Another runner took over the call's ids after its claim ran out.
-    #[error("the claim on call {call} ran out and another runner took it over")]
     ClaimLost {
         /// The call id.
         call: String,
     },
     /// An unclaimed call's ids, minted for it, were in the store already.
-    #[error("the ids of call {call}, minted for it, are already in the store")]
     IdsTaken {
         /// The call id.
         call: String,
     },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Unreachable { store, reason, .. } => {
+                write!(f, "cannot reach the store {store}: {reason}")
+            }
+            StoreError::Failed { store, reason, .. } => {
+                write!(f, "the store {store} failed: {reason}")
+            }
+            StoreError::BadUrl(url) => write!(
+                f,
+                "`{url}` is not a store URL; use sqlite:PATH (the embedded store) or postgres://USER@HOST/DB"
+            ),
+            StoreError::NoPostgres => f.write_str(
+                "this build of toolhost has no Postgres store; build the `toolhost` crate with its `postgres` feature",
+            ),
+            StoreError::ClaimLost { call } => write!(
+                f,
+                "the claim on call {call} ran out and another runner took it over"
+            ),
+            StoreError::IdsTaken { call } => write!(
+                f,
+                "the ids of call {call}, minted for it, are already in the store"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            // The cause itself, not its `Arc`, so that it downcasts.
+            StoreError::Unreachable { source, .. } | StoreError::Failed { source, .. } => {
+                source.as_deref().map(|e| e as _)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What a claim on a call's ids found.

@@ -122,9 +122,11 @@ impl SqlStore {
         } else {
             redacted(url)
         };
+        // The file lookup and the writer report text only: no cause.
         let unreachable = |e: &dyn std::fmt::Display| StoreError::Unreachable {
             store: name.clone(),
             reason: e.to_string(),
+            source: None,
         };
         install_default_drivers();
         let url = match backend {
@@ -148,13 +150,21 @@ impl SqlStore {
                 })
             });
         }
-        let pool = options.connect(&url).await.map_err(|e| unreachable(&e))?;
+        let pool = options
+            .connect(&url)
+            .await
+            .map_err(|e| StoreError::Unreachable {
+                store: name.clone(),
+                reason: e.to_string(),
+                source: Some(Arc::new(e)),
+            })?;
         migrator(backend)
             .run(&pool)
             .await
             .map_err(|e| StoreError::Failed {
                 store: name.clone(),
                 reason: format!("cannot bring its schema up to date: {e}"),
+                source: Some(Arc::new(e)),
             })?;
         let (sender, queue) = mpsc::channel(MAX_QUEUED_WRITES);
         let counters = Arc::new(Counters::default());
@@ -197,6 +207,7 @@ impl SqlStore {
         crate::files::private_dir(dir).map_err(|e| StoreError::Unreachable {
             store: dir.display().to_string(),
             reason: e.to_string(),
+            source: Some(Arc::new(e)),
         })?;
         let file = dir.join(EMBEDDED_FILE);
         SqlStore::open_with(&format!("sqlite:{}", file.display()), durability).await
@@ -223,15 +234,36 @@ impl SqlStore {
             context: settlement.context.clone(),
             owner: self.owner.clone(),
             status: settlement.outcome.status(),
-            settlement: serde_json::to_string(settlement)
-                .map_err(|e| self.failed(format!("cannot serialize the outcome: {e}")))?,
+            settlement: serde_json::to_string(settlement).map_err(|e| {
+                self.failed_with(format!("cannot serialize the outcome: {e}"), Arc::new(e))
+            })?,
         })
     }
 
+    /// A failure with no underlying error (the writer's, which crosses
+    /// its queue as text).
     fn failed(&self, reason: impl std::fmt::Display) -> StoreError {
         StoreError::Failed {
             store: self.name.clone(),
             reason: reason.to_string(),
+            source: None,
+        }
+    }
+
+    /// A failure caused by `e`, its message the reason.
+    fn failed_by(&self, e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        self.failed_with(e.to_string(), Arc::new(e))
+    }
+
+    fn failed_with(
+        &self,
+        reason: String,
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    ) -> StoreError {
+        StoreError::Failed {
+            store: self.name.clone(),
+            reason,
+            source: Some(source),
         }
     }
 
@@ -401,7 +433,7 @@ impl Store for SqlStore {
             sqlx::query("SELECT 1")
                 .execute(&self.pool)
                 .await
-                .map_err(|e| self.failed(e))?;
+                .map_err(|e| self.failed_by(e))?;
             Ok(())
         })
     }
@@ -412,20 +444,20 @@ impl Store for SqlStore {
                 .bind(id)
                 .fetch_optional(&self.pool)
                 .await
-                .map_err(|e| self.failed(e))?;
+                .map_err(|e| self.failed_by(e))?;
             let Some(row) = row else {
                 return Ok(None);
             };
-            let session: String = row.try_get(0).map_err(|e| self.failed(e))?;
-            let bytes: i64 = row.try_get(1).map_err(|e| self.failed(e))?;
+            let session: String = row.try_get(0).map_err(|e| self.failed_by(e))?;
+            let bytes: i64 = row.try_get(1).map_err(|e| self.failed_by(e))?;
             let chunks = sqlx::query("SELECT data FROM output_chunks WHERE id = $1 ORDER BY seq")
                 .bind(id)
                 .fetch_all(&self.pool)
                 .await
-                .map_err(|e| self.failed(e))?;
+                .map_err(|e| self.failed_by(e))?;
             let mut text = Vec::with_capacity(usize::try_from(bytes).unwrap_or(0));
             for chunk in chunks {
-                let data: Vec<u8> = chunk.try_get(0).map_err(|e| self.failed(e))?;
+                let data: Vec<u8> = chunk.try_get(0).map_err(|e| self.failed_by(e))?;
                 text.extend_from_slice(&data);
             }
             Ok(Some(StoredOutput { session, text }))
@@ -441,14 +473,14 @@ impl Store for SqlStore {
             .bind(i64::from(MAX_LISTED_OUTPUTS))
             .fetch_all(&self.pool)
             .await
-            .map_err(|e| self.failed(e))?;
+            .map_err(|e| self.failed_by(e))?;
             rows.iter()
                 .map(|row| {
                     let bytes: i64 = row.try_get(1)?;
                     Ok((row.try_get(0)?, u64::try_from(bytes).unwrap_or(0)))
                 })
                 .collect::<sqlx::Result<_>>()
-                .map_err(|e| self.failed(e))
+                .map_err(|e| self.failed_by(e))
         })
     }
 
@@ -474,11 +506,11 @@ impl Store for SqlStore {
                 .bind(scope)
                 .fetch_all(&self.pool)
                 .await
-                .map_err(|e| self.failed(e))?;
+                .map_err(|e| self.failed_by(e))?;
             rows.iter()
                 .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
                 .collect::<sqlx::Result<_>>()
-                .map_err(|e| self.failed(e))
+                .map_err(|e| self.failed_by(e))
         })
     }
 
@@ -494,12 +526,12 @@ impl Store for SqlStore {
                 .bind(filter.caller.as_deref())
                 .fetch_all(&self.pool)
                 .await
-                .map_err(|e| self.failed(e))?;
+                .map_err(|e| self.failed_by(e))?;
             rows.iter()
                 .map(|row| {
-                    let text: String = row.try_get(0).map_err(|e| self.failed(e))?;
-                    let recorded_at: i64 = row.try_get(1).map_err(|e| self.failed(e))?;
-                    let settlement = serde_json::from_str(&text).map_err(|e| self.failed(e))?;
+                    let text: String = row.try_get(0).map_err(|e| self.failed_by(e))?;
+                    let recorded_at: i64 = row.try_get(1).map_err(|e| self.failed_by(e))?;
+                    let settlement = serde_json::from_str(&text).map_err(|e| self.failed_by(e))?;
                     Ok(Recorded {
                         recorded_at,
                         settlement,
@@ -926,6 +958,36 @@ mod tests {
             "{refused:?}"
         );
         assert!(refused.to_string().contains("sqlite:PATH"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn a_store_error_keeps_its_cause() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        // A file where the embedded store's directory must be.
+        let refused = SqlStore::embedded(&file).await.unwrap_err();
+        let cause = refused.source().expect("a cause");
+        assert!(
+            cause.downcast_ref::<std::io::Error>().is_some(),
+            "{cause:?}"
+        );
+        assert!(
+            refused.to_string().ends_with(&cause.to_string()),
+            "{refused}"
+        );
+        // A database file under a file: SQLite cannot open it.
+        let url = format!("sqlite:{}/x.db", file.display());
+        let refused = SqlStore::open(&url).await.unwrap_err();
+        assert!(
+            matches!(refused, StoreError::Unreachable { .. }),
+            "{refused:?}"
+        );
+        let cause = refused.source().expect("a cause");
+        assert!(cause.downcast_ref::<sqlx::Error>().is_some(), "{cause:?}");
+        // A clone shares the cause.
+        assert!(refused.clone().source().is_some());
     }
 
     #[test]
