@@ -251,8 +251,16 @@ pub enum Error {
     #[error("invalid host configuration: {0}")]
     Config(String),
     /// The engine failed in a way no plugin caused.
-    #[error("engine error: {0}")]
-    Engine(String),
+    #[error("engine error: {message}")]
+    Engine {
+        /// What failed.
+        message: String,
+        /// The underlying error (an `io::Error`, a task's `JoinError`,
+        /// wasmtime's error boxed), for an embedder to downcast; `None`
+        /// where nothing underlies it (a worker's exit status, a panic).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// The Code Mode interpreter does not compile or is not a component of
     /// the `toolhost:code/interpreter` world.
     #[error(
@@ -280,7 +288,29 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn engine(e: wasmtime::Error) -> Error {
-        Error::Engine(format!("{e:#}"))
+        Error::Engine {
+            message: format!("{e:#}"),
+            source: Some(e.into_boxed_dyn_error()),
+        }
+    }
+
+    /// An engine error with nothing underneath.
+    pub(crate) fn engine_message(message: String) -> Error {
+        Error::Engine {
+            message,
+            source: None,
+        }
+    }
+
+    /// An engine error caused by `source`.
+    pub(crate) fn engine_caused(
+        message: String,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::Engine {
+            message,
+            source: Some(Box::new(source)),
+        }
     }
 }
 

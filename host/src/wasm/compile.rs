@@ -114,10 +114,10 @@ async fn on_thread(
         .spawn(move || {
             let _ = done.send(Component::from_binary(&engine, &wasm));
         })
-        .map_err(|e| Error::Engine(format!("cannot start a compile thread: {e}")))?;
+        .map_err(|e| Error::engine_caused(format!("cannot start a compile thread: {e}"), e))?;
     match tokio::time::timeout(timeout, result).await {
         Err(_) => Err(over(path, CompileLimit::Time(timeout))),
-        Ok(Err(_)) => Err(Error::Engine(format!(
+        Ok(Err(_)) => Err(Error::engine_message(format!(
             "compiling {} panicked",
             path.display()
         ))),
@@ -158,10 +158,11 @@ async fn in_worker(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
-            Error::Engine(format!(
+            let message = format!(
                 "cannot start the compile worker {}: {e}",
                 worker.program.display()
-            ))
+            );
+            Error::engine_caused(message, e)
         })?;
     let ran = match tokio::time::timeout(
         limits.timeout,
@@ -169,7 +170,9 @@ async fn in_worker(
     )
     .await
     {
-        Ok(ran) => ran.map_err(|e| Error::Engine(format!("the compile worker failed: {e}")))?,
+        Ok(ran) => {
+            ran.map_err(|e| Error::engine_caused(format!("the compile worker failed: {e}"), e))?
+        }
         Err(_) => {
             let _ = child.kill().await;
             return Err(over(path, CompileLimit::Time(limits.timeout)));
@@ -258,10 +261,9 @@ fn load_artifact(backend: &Backend, artifact: &[u8]) -> Result<Component, Error>
     // worker the embedder named, which links this same toolhost with the
     // same engine configuration (`compile_config` of the tier it was sent);
     // wasmtime checks its header against this engine before using it.
-    unsafe { Component::deserialize(&backend.engine, artifact) }.map_err(|e| {
-        Error::Engine(format!(
-            "the compile worker's artifact does not load: {e:#}"
-        ))
+    unsafe { Component::deserialize(&backend.engine, artifact) }.map_err(|e| Error::Engine {
+        message: format!("the compile worker's artifact does not load: {e:#}"),
+        source: Some(e.into_boxed_dyn_error()),
     })
 }
 
@@ -274,7 +276,7 @@ fn failed(path: &Path, ran: &Ran, memory: u64) -> Error {
     if aborted(ran.status) {
         return over(path, CompileLimit::Memory(memory));
     }
-    Error::Engine(format!(
+    Error::engine_message(format!(
         "the compile worker for {} failed ({}){}",
         path.display(),
         ran.status,

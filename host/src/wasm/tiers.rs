@@ -141,12 +141,10 @@ impl<P: Upgrades> Upgrade<P> {
 
     /// Compiles and links the optimized code, one upgrade at a time.
     async fn optimize(&self) -> Result<Linked, Error> {
-        let _turn = self
-            .runtime
-            .upgrades
-            .acquire()
-            .await
-            .map_err(|e| Error::Engine(format!("the upgrade queue is closed: {e}")))?;
+        let _turn =
+            self.runtime.upgrades.acquire().await.map_err(|e| {
+                Error::engine_caused(format!("the upgrade queue is closed: {e}"), e)
+            })?;
         let (runtime, path, wasm) = (&self.runtime, &self.path, self.wasm.clone());
         let (tier, urgency) = (CodeTier::Optimized, Urgency::Background);
         let built = bounded::compile(runtime, tier, urgency, path, wasm, self.limits).await?;
@@ -197,7 +195,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 ) -> Result<T, Error> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| Error::Engine(format!("the compile task failed: {e}")))
+        .map_err(|e| Error::engine_caused(format!("the compile task failed: {e}"), e))
 }
 
 /// Keeps a fresh compile in the cache, if there is one.
@@ -232,6 +230,23 @@ fn link(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_engine_error_keeps_its_cause() {
+        use std::error::Error as _;
+        let failed = blocking(|| panic!("on purpose")).await.unwrap_err();
+        assert!(
+            failed
+                .to_string()
+                .starts_with("engine error: the compile task failed: "),
+            "{failed}"
+        );
+        let cause = failed.source().expect("a cause");
+        assert!(
+            cause.downcast_ref::<tokio::task::JoinError>().is_some(),
+            "{cause:?}"
+        );
+    }
 
     /// A component with one core function; `body` is its code.
     fn component(body: &str) -> Arc<Vec<u8>> {
