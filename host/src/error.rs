@@ -344,6 +344,11 @@ pub enum OciError {
         reference: String,
         /// What the client or the registry said.
         reason: String,
+        /// The client's error (`reqwest::Error`, oci-client's), for an
+        /// embedder to downcast; `None` where the reason is toolhost's own
+        /// or only its text reaches here.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// Plain HTTP to a registry that is not on loopback and not allowed.
     #[error(
@@ -504,6 +509,9 @@ pub enum OciError {
         path: PathBuf,
         /// What failed.
         reason: String,
+        /// The `io::Error` underneath, for an embedder to downcast.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// A key, trust policy or lock file cannot be used.
     #[error("cannot use {}: {reason}", path.display())]

@@ -65,6 +65,7 @@ impl Failure {
             Failure::NotFound => OciError::Registry {
                 reference: reference.to_string(),
                 reason: "the registry has no such manifest or repository".into(),
+                source: None,
             },
             Failure::Refused(e) => e,
         }
@@ -86,6 +87,7 @@ impl Distribution {
             return Err(OciError::Registry {
                 reference: reference.to_string(),
                 reason: NO_CRYPTO_PROVIDER.into(),
+                source: None,
             });
         }
         let http = self.http_client(reference)?;
@@ -134,21 +136,34 @@ impl Distribution {
                 reqwest::Certificate::from_pem(pem).map_err(|e| OciError::Registry {
                     reference: reference.to_string(),
                     reason: format!("a --http-ca certificate is not PEM: {e}"),
+                    source: Some(Box::new(e)),
                 })?;
             http = http.add_root_certificate(certificate);
         }
         http.build().map_err(|e| OciError::Registry {
             reference: reference.to_string(),
             reason: error_chain(&e),
+            source: Some(Box::new(e)),
         })
     }
 }
 
 impl Session<'_> {
+    /// A refusal with no client error under it.
     pub(super) fn refused(&self, reason: String) -> OciError {
         OciError::Registry {
             reference: self.reference.to_string(),
             reason,
+            source: None,
+        }
+    }
+
+    /// A refusal caused by the client's error `e`, its chain the reason.
+    fn refused_by(&self, e: impl std::error::Error + Send + Sync + 'static) -> OciError {
+        OciError::Registry {
+            reference: self.reference.to_string(),
+            reason: error_chain(&e),
+            source: Some(Box::new(e)),
         }
     }
 
@@ -170,7 +185,7 @@ impl Session<'_> {
             }
             OciDistributionError::ServerError { code: 404, .. } => Failure::NotFound,
             OciDistributionError::UnauthorizedError { .. } => Failure::Refused(self.unauthorized()),
-            other => Failure::Refused(self.refused(error_chain(&other))),
+            other => Failure::Refused(self.refused_by(other)),
         }
     }
 
@@ -180,7 +195,7 @@ impl Session<'_> {
         if unreachable(&e) {
             Failure::Unreachable(error_chain(&e))
         } else {
-            Failure::Refused(self.refused(error_chain(&e)))
+            Failure::Refused(self.refused_by(e))
         }
     }
 
@@ -362,6 +377,7 @@ impl Session<'_> {
         let store_error = |e: std::io::Error| OciError::Store {
             path: PathBuf::from(&descriptor.digest),
             reason: e.to_string(),
+            source: Some(Box::new(e)),
         };
         while let Some(chunk) = stream.stream.next().await {
             let chunk = match chunk {
@@ -442,7 +458,11 @@ impl Session<'_> {
         reference: &OciReference,
         manifest: &Manifest,
     ) -> Result<String, OciError> {
-        let bytes = serde_json::to_vec(manifest).map_err(|e| self.refused(e.to_string()))?;
+        let bytes = serde_json::to_vec(manifest).map_err(|e| OciError::Registry {
+            reference: self.reference.to_string(),
+            reason: e.to_string(),
+            source: Some(Box::new(e)),
+        })?;
         let digest = sha256_digest(&bytes);
         self.client
             .push_manifest_raw(

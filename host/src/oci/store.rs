@@ -114,6 +114,30 @@ impl Blobs {
         OciError::Store {
             path: path.to_owned(),
             reason: e.to_string(),
+            source: Some(Box::new(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_error_keeps_its_cause() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        // A file where the content store's directory must be.
+        let digest = sha256_digest(b"x");
+        let failed = Blobs::new(file).write(&digest, b"x").unwrap_err();
+        assert!(matches!(failed, OciError::Store { .. }), "{failed:?}");
+        let cause = failed.source().expect("a cause");
+        assert!(
+            cause.downcast_ref::<std::io::Error>().is_some(),
+            "{cause:?}"
+        );
+        assert!(failed.to_string().ends_with(&cause.to_string()), "{failed}");
     }
 }
