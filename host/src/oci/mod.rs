@@ -104,7 +104,7 @@ fn sha256_digest(bytes: &[u8]) -> String {
 /// the library installs none: install one first, e.g.
 /// `rustls::crypto::ring::default_provider().install_default()`, as the
 /// `toolhost` CLI does. Without one, pulls and pushes fail with
-/// [`OciError::Registry`](crate::OciError::Registry) saying so.
+/// [`OciError::Registry`] saying so.
 #[derive(Debug, Clone)]
 pub struct Distribution {
     blobs: Blobs,
