@@ -167,7 +167,7 @@ fn progress(call: &str) -> StoreEvent {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r38_a_write_finding_the_connection_free_commits_in_place_after_what_was_queued() {
+async fn r38_an_event_queued_before_an_outcome_is_durable_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqlStore::embedded(dir.path()).await.unwrap();
     for i in 0..50 {
@@ -183,10 +183,9 @@ async fn r38_a_write_finding_the_connection_free_commits_in_place_after_what_was
     }
     let listed = store.outcomes(&OutcomeFilter::default()).await.unwrap();
     assert_eq!(listed.len(), 50);
-    assert!(
-        store.commits_in_place() > 0,
-        "on a multi-threaded runtime a caller that finds the connection free writes itself"
-    );
+    // Whether a caller found the connection free depends on the writer
+    // thread's timing (under load it may never): the next test commits in
+    // place deterministically.
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
