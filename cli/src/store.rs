@@ -199,5 +199,6 @@ pub(crate) async fn output(args: &OutputArgs) -> Result<u8, Failure> {
 
 /// `--status`: one of the four statuses, by name.
 fn parse_status(name: &str) -> Result<Status, String> {
-    name.parse().map_err(|e: toolhost::outcome::UnknownStatus| e.to_string())
+    name.parse()
+        .map_err(|e: toolhost::outcome::UnknownStatus| e.to_string())
 }
