@@ -128,44 +128,7 @@ impl SqlStore {
             reason: e.to_string(),
             source: None,
         };
-        install_default_drivers();
-        let url = match backend {
-            Backend::Sqlite if !url.contains("mode=") => {
-                let sep = if url.contains('?') { '&' } else { '?' };
-                format!("{url}{sep}mode=rwc")
-            }
-            _ => url.to_owned(),
-        };
-        let mut options = AnyPoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .acquire_timeout(CONNECT_TIMEOUT);
-        if backend == Backend::Sqlite {
-            options = options.after_connect(|db, _| {
-                Box::pin(async move {
-                    // WAL lets reads run beside the writer (a connection of
-                    // its own); FULL syncs the migrations these run.
-                    db.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000;")
-                        .await?;
-                    Ok(())
-                })
-            });
-        }
-        let pool = options
-            .connect(&url)
-            .await
-            .map_err(|e| StoreError::Unreachable {
-                store: name.clone(),
-                reason: e.to_string(),
-                source: Some(Arc::new(e)),
-            })?;
-        migrator(backend)
-            .run(&pool)
-            .await
-            .map_err(|e| StoreError::Failed {
-                store: name.clone(),
-                reason: format!("cannot bring its schema up to date: {e}"),
-                source: Some(Arc::new(e)),
-            })?;
+        let pool = open_pool(url, backend, &name).await?;
         let (sender, queue) = mpsc::channel(MAX_QUEUED_WRITES);
         let counters = Arc::new(Counters::default());
         let writes = match backend {
@@ -303,6 +266,50 @@ impl SqlStore {
 
 /// The file a SQLite pool has open, for the writer's own connection; an
 /// in-memory database has none, and a second connection would not see it.
+/// The pool of the store at `url` (`name` in errors), its schema brought
+/// up to date.
+async fn open_pool(url: &str, backend: Backend, name: &str) -> Result<AnyPool, StoreError> {
+    install_default_drivers();
+    let url = match backend {
+        Backend::Sqlite if !url.contains("mode=") => {
+            let sep = if url.contains('?') { '&' } else { '?' };
+            format!("{url}{sep}mode=rwc")
+        }
+        _ => url.to_owned(),
+    };
+    let mut options = AnyPoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .acquire_timeout(CONNECT_TIMEOUT);
+    if backend == Backend::Sqlite {
+        options = options.after_connect(|db, _| {
+            Box::pin(async move {
+                // WAL lets reads run beside the writer (a connection of
+                // its own); FULL syncs the migrations these run.
+                db.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000;")
+                    .await?;
+                Ok(())
+            })
+        });
+    }
+    let pool = options
+        .connect(&url)
+        .await
+        .map_err(|e| StoreError::Unreachable {
+            store: name.to_owned(),
+            reason: e.to_string(),
+            source: Some(Arc::new(e)),
+        })?;
+    migrator(backend)
+        .run(&pool)
+        .await
+        .map_err(|e| StoreError::Failed {
+            store: name.to_owned(),
+            reason: format!("cannot bring its schema up to date: {e}"),
+            source: Some(Arc::new(e)),
+        })?;
+    Ok(pool)
+}
+
 async fn file_of(pool: &AnyPool) -> Result<PathBuf, String> {
     let row = sqlx::query("SELECT file FROM pragma_database_list WHERE name = 'main'")
         .fetch_one(pool)
