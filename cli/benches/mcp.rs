@@ -28,6 +28,7 @@ use serde_json::json;
 use toolhost::config::{McpServerConfig, PluginOptions};
 use toolhost::permission::{Effect, Rule, Rules};
 use toolhost::{Call, Host};
+use toolhost_mcp::McpConnection;
 use toolhost_tests::context;
 
 toolhost_tests::plugin_paths!();
@@ -335,10 +336,10 @@ async fn bridged(cache: &std::path::Path, state: &std::path::Path) -> Duration {
         &state.join("bridged").to_string_lossy(),
     ]
     .map(str::to_owned);
-    let _bridge = location
-        .connect_mcp(McpServerConfig::stdio("inner", toolhost(), args))
-        .await
-        .unwrap();
+    let _bridge =
+        McpConnection::connect(&location, McpServerConfig::stdio("inner", toolhost(), args))
+            .await
+            .unwrap();
     let snapshot = location.snapshot();
     let run = |n| {
         let snapshot = snapshot.clone();

@@ -122,7 +122,7 @@ async fn check_server(host: &Host, server: &McpServerConfig) -> anyhow::Result<S
     let location = host.location(format!("mcp:{}", server.name));
     let started = Instant::now();
     let name = server.name.clone();
-    let connection = match location.connect_mcp(server.clone()).await {
+    let connection = match toolhost_mcp::McpConnection::connect(&location, server.clone()).await {
         Ok(connection) => connection,
         Err(e) => {
             report(&format!("FAIL {name}: {e}"))?;

@@ -15,13 +15,13 @@ use toolhost::events::EventSink;
 use toolhost::files::read_regular_file;
 use toolhost::manifest::Source;
 use toolhost::manifest::units::{parse_duration, parse_size};
-#[cfg(feature = "mcp")]
-use toolhost::mcp::{McpConnection, MeteredStore, Metrics};
 use toolhost::permission::{Effect, Rule, Rules};
 use toolhost::store::Store;
 use toolhost::{
     Activation, Budget, BudgetOverrides, Host, HostBuilder, LoadError, Location, PluginSource,
 };
+#[cfg(feature = "mcp")]
+use toolhost_mcp::{McpConnection, MeteredStore, Metrics};
 
 use crate::store::StoreArgs;
 use crate::{Failure, grants, prompt};
@@ -351,7 +351,7 @@ async fn connect_all(
 ) -> Result<Vec<McpConnection>, Failure> {
     let mut connections = Vec::new();
     for server in servers {
-        let connection = location.connect_mcp(server.clone()).await?;
+        let connection = McpConnection::connect(location, server.clone()).await?;
         for warning in connection.warnings() {
             crate::stdio::note(&crate::terminal::line(warning));
         }

@@ -11,10 +11,10 @@ use anyhow::Context as _;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 use toolhost::events::{EventSink, JsonLinesSink};
-use toolhost::limits;
 use toolhost::manifest::units::{format_duration, format_size, parse_duration, parse_size};
-use toolhost::mcp::Metrics;
-use toolhost::mcp::{AuthOptions, HttpOptions, Loading, McpServer, ServeError, StateKeys, Watcher};
+use toolhost_mcp::Metrics;
+use toolhost_mcp::limits;
+use toolhost_mcp::{AuthOptions, HttpOptions, Loading, McpServer, ServeError, StateKeys, Watcher};
 
 use crate::common::{Common, Specs, specs};
 use crate::std_tools::StdArgs;

@@ -94,12 +94,16 @@
 //! file the host is given: regular files only, with a bound), [`limits`]
 //! (every limit and default, each with its reason), [`manifest`] (and its
 //! [`units`](manifest::units), durations and sizes as manifests write
-//! them), [`mcp`]
-//! (feature `mcp`: the server and the bridge), `oci` (feature `oci`:
+//! them), `oci` (feature `oci`:
 //! plugins from OCI registries, pulled by digest and signature-checked
 //! before compiling), [`outcome`], [`events`],
 //! [`schema`], [`hooks`], [`permission`] (rules and the approver) and
-//! [`registry`].
+//! [`registry`]. [`execution`], [`slots`] and [`text`] are the seams the
+//! crates above this one build on (a tool source's executor, fair slots,
+//! guest text cut to a bound).
+//!
+//! The MCP server (`toolhost serve`) and the bridge (MCP servers as tool
+//! sources) are the crate `toolhost-mcp`, on top of this one.
 //! [`CancellationToken`] is tokio-util's, re-exported because
 //! [`Call::with_cancel`] takes one: embedders need not depend on
 //! tokio-util to cancel a call.
@@ -120,12 +124,13 @@
 //! 6. `settle`: settlement
 //! 7. `code`: Code Mode
 //! 8. `facade`: `Host`, `Location`, `Snapshot`
-//! 9. `mcp`, `bridge`: the MCP server and bridge
+//! 9. `bench_support`: benchmark support
+//!
+//! Above them all, in a crate of its own, `toolhost-mcp`: the MCP server
+//! and bridge.
 
 #![deny(missing_docs)]
 
-#[cfg(feature = "mcp")]
-mod bridge;
 mod code;
 pub mod config;
 mod error;
@@ -133,8 +138,6 @@ mod facade;
 pub mod files;
 pub mod limits;
 pub mod manifest;
-#[cfg(feature = "mcp")]
-pub mod mcp;
 mod model;
 mod native;
 mod net;
@@ -186,7 +189,9 @@ pub mod outcome {
 ///
 /// [`EventSink`]: events::EventSink
 pub mod events {
-    pub use crate::model::event::{EventSink, ProgressEvent, RequestEvent, SinkError, SinkFuture};
+    pub use crate::model::event::{
+        CallEvents, EventSink, ProgressEvent, RequestEvent, SinkError, SinkFuture,
+    };
     pub use crate::sink::{JsonLinesBuilder, JsonLinesSink};
 }
 
@@ -198,4 +203,24 @@ pub mod schema {
 /// After-hooks: the embedder's last word on a settled call (R18).
 pub mod hooks {
     pub use crate::model::hook::{AfterHook, HookCall};
+}
+
+/// The seam between settlement and what runs a tool, for tool sources
+/// built outside this crate (the MCP bridge in `toolhost-mcp`): settlement
+/// hands an [`Executor`](execution::Executor) an
+/// [`Invocation`](execution::Invocation) and gets back an
+/// [`Execution`](execution::Execution).
+pub mod execution {
+    pub use crate::model::execution::{Ended, Execution, ExecutionFuture, Executor, Invocation};
+}
+
+/// Slots shared fairly between keys (sessions), as the runtime and the MCP
+/// server's admission both use them.
+pub mod slots {
+    pub use crate::wasm::slots::{FairSlots, SlotPermit};
+}
+
+/// Guest text cut to a bound, with a marker that says how much there was.
+pub mod text {
+    pub use crate::model::text::{MAX_MESSAGE_BYTES, truncate};
 }

@@ -56,37 +56,3 @@ pub use crate::oci::{
     MAX_OCI_CONFIG_BYTES, MAX_OCI_MANIFEST_BYTES, MAX_SIGNATURE_PAYLOAD_BYTES, MAX_SIGNATURES,
     MAX_SIGSTORE_BUNDLE_BYTES, OCI_CONNECT_TIMEOUT, OCI_PULL_TIMEOUT, OCI_READ_TIMEOUT,
 };
-
-// MCP servers bridged in.
-#[cfg(feature = "mcp")]
-pub use crate::bridge::{MCP_CONNECT_TIMEOUT, MCP_RECONNECT_MAX, MCP_RECONNECT_MIN};
-
-// The front door (`toolhost serve`).
-#[cfg(feature = "mcp")]
-pub use crate::mcp::admission::{
-    MAX_CALLS_IN_FLIGHT, MAX_CALLS_PER_SESSION, MAX_CALLS_WAITING, MAX_SLOT_WAIT,
-    OUTCOME_FLUSH_LIMIT,
-};
-#[cfg(feature = "mcp")]
-pub use crate::mcp::bindings::{MAX_SESSIONS, SESSION_IDLE_EXPIRY};
-#[cfg(feature = "mcp")]
-pub use crate::mcp::http::{
-    AUTH_FETCH_TIMEOUT, KEY_REFETCH_INTERVAL, MAX_AUTH_DOCUMENT_BYTES, MAX_ISSUER_KEYS,
-    MAX_TOKEN_BYTES, TOKEN_LEEWAY,
-};
-#[cfg(feature = "mcp")]
-pub use crate::mcp::http::{
-    BODY_IDLE_TIMEOUT, BODY_READ_TIMEOUT, CALLER_CONNECTION_SHARE_PERCENT, HEADER_READ_TIMEOUT,
-    MAX_BUFFERED_REQUEST_BYTES, MAX_CONNECTIONS, MAX_INITIALIZE_BYTES, MAX_REQUEST_BODY_BYTES,
-    MAX_UNBUDGETED_BYTES, REPLY_FLUSH_LIMIT,
-};
-#[cfg(feature = "mcp")]
-pub use crate::mcp::http::{READY_CHECK_CACHE, READY_CHECK_TIMEOUT};
-#[cfg(feature = "mcp")]
-pub use crate::mcp::metrics::MAX_TOOL_LABELS;
-#[cfg(feature = "mcp")]
-pub use crate::mcp::sealed::{MAX_SEALED_ANSWERS, MAX_SEALED_STATE_BYTES, SEALED_STATE_LIFETIME};
-#[cfg(feature = "mcp")]
-pub use crate::mcp::server::MAX_LOADING_WAIT;
-#[cfg(feature = "mcp")]
-pub use crate::mcp::stdio::MAX_STDIO_MESSAGE_BYTES;

@@ -137,7 +137,7 @@ impl Rules {
 /// Rules plus the approver plus what users allowed "always", per session
 /// and plugin, kept in the store (R29, R38).
 #[derive(Clone, Default)]
-pub(crate) struct Policy {
+pub struct Policy {
     pub(crate) rules: Rules,
     pub(crate) approver: Option<Arc<dyn Approver>>,
     /// Whose policy this is: the plugin's identity (name and digest), so
@@ -172,7 +172,7 @@ impl Policy {
 
     /// This policy for one plugin (`owner` identifies it), with the
     /// plugin's `extra` rules appended (they win over ours).
-    pub(crate) fn for_plugin(&self, owner: String, extra: &Rules) -> Policy {
+    pub fn for_plugin(&self, owner: String, extra: &Rules) -> Policy {
         let mut rules = self.rules.clone();
         rules.0.extend(extra.0.iter().cloned());
         Policy {
@@ -236,7 +236,7 @@ impl Policy {
     /// Evaluates `request`: any deny refuses; any ask goes to the call's
     /// approver, else the host's (no approver refuses); "always" saves the
     /// request's patterns for the session and the plugin that asked.
-    pub(crate) async fn decide(
+    pub async fn decide(
         &self,
         request: &PermissionRequest,
         call_approver: Option<&Arc<dyn Approver>>,

@@ -18,6 +18,7 @@ use toolhost::outcome::{Culprit, DefectKind, ErrorKind};
 use toolhost::permission::{Approver, Effect, PermissionRequest, Reply, Rule, Rules};
 use toolhost::registry::Level;
 use toolhost::{Call, ContentPart, Interruption, Outcome, Snapshot, Tool, ToolResponse};
+use toolhost_mcp::McpConnection;
 use toolhost_tests::{Recorder, builder, context, eventually, names, settle, texts, within};
 
 use crate::TEXT_TOOLS;
@@ -65,7 +66,7 @@ fn allow_mcp() -> Rules {
 struct Bridged {
     dir: tempfile::TempDir,
     location: toolhost::Location,
-    connection: toolhost::mcp::McpConnection,
+    connection: toolhost_mcp::McpConnection,
     _host: toolhost::Host,
     _outputs: tempfile::TempDir,
 }
@@ -77,7 +78,7 @@ async fn bridged(place: &str, configure: impl FnOnce(&mut McpServerConfig)) -> B
     let location = host.location(place);
     let mut config = scripted(dir.path());
     configure(&mut config);
-    let connection = location.connect_mcp(config).await.unwrap();
+    let connection = McpConnection::connect(&location, config).await.unwrap();
     Bridged {
         dir,
         location,
@@ -202,7 +203,7 @@ async fn r33_each_bridged_call_needs_permission_mcp_before_anything_is_sent() {
     let location = host.location("/bridge-permission");
     let mut config = scripted(dir.path());
     config.rules = Rules(vec![Rule::new("mcp", "scripted/grow", Effect::Deny)]);
-    let _connection = location.connect_mcp(config).await.unwrap();
+    let _connection = McpConnection::connect(&location, config).await.unwrap();
     let snapshot = location.snapshot();
 
     // Default: ask; the approver rejects.
@@ -244,7 +245,9 @@ async fn r33_server_progress_is_the_calls_progress_and_cancelling_tells_the_serv
         .build()
         .unwrap();
     let location = host.location("/bridge-progress");
-    let _connection = location.connect_mcp(scripted(dir.path())).await.unwrap();
+    let _connection = McpConnection::connect(&location, scripted(dir.path()))
+        .await
+        .unwrap();
     let snapshot = location.snapshot();
 
     let s = settle(&snapshot, "scripted_progress", json!({})).await;
@@ -384,7 +387,9 @@ async fn r33_bridged_tools_shadow_and_reveal_like_any_registration() {
     )
     .unwrap();
     let _native = location.register([("scripted_count", native)]).unwrap();
-    let connection = location.connect_mcp(scripted(dir.path())).await.unwrap();
+    let connection = McpConnection::connect(&location, scripted(dir.path()))
+        .await
+        .unwrap();
     // Latest wins (R3).
     let s = settle(&location.snapshot(), "scripted_count", json!({})).await;
     assert_eq!(texts(&s), ["call 1"]);
@@ -449,7 +454,7 @@ async fn r33_toolhost_bridges_toolhost_over_http() {
     let bridged = host.location("/bridged");
     let mut config = McpServerConfig::http("inner", served.url.clone());
     config.prefix = Some(String::new());
-    let _connection = bridged.connect_mcp(config).await.unwrap();
+    let _connection = McpConnection::connect(&bridged, config).await.unwrap();
 
     let input = json!({"pattern": "t[a-z]+", "text": "tools that talk"});
     let here = settle(&direct.snapshot(), "regex_search", input.clone()).await;
@@ -663,11 +668,12 @@ async fn r33_a_server_is_bridged_over_https_trusting_the_hosts_certificates() {
 
     // Without the private CA the handshake fails, naming the server.
     let (host, _outputs) = toolhost_tests::host();
-    let e = host
-        .location("/untrusted")
-        .connect_mcp(McpServerConfig::http("inner", https.clone()))
-        .await
-        .unwrap_err();
+    let e = McpConnection::connect(
+        &host.location("/untrusted"),
+        McpServerConfig::http("inner", https.clone()),
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(&e, toolhost::Error::Mcp { server, .. } if server == "inner"),
         "{e}"
@@ -682,8 +688,7 @@ async fn r33_a_server_is_bridged_over_https_trusting_the_hosts_certificates() {
         .build()
         .unwrap();
     let location = host.location("/trusted");
-    let _connection = location
-        .connect_mcp(McpServerConfig::http("inner", https))
+    let _connection = McpConnection::connect(&location, McpServerConfig::http("inner", https))
         .await
         .unwrap();
     let s = settle(
@@ -726,10 +731,12 @@ async fn r33_serve_is_a_gateway_for_plugins_and_bridged_servers_under_one_event_
     let outputs = tempfile::tempdir().unwrap();
     let host = builder(&outputs).rules(allow_mcp()).build().unwrap();
     let location = host.location("/gateway");
-    let _connection = location
-        .connect_mcp(McpServerConfig::http("gateway", served.url.clone()))
-        .await
-        .unwrap();
+    let _connection = McpConnection::connect(
+        &location,
+        McpServerConfig::http("gateway", served.url.clone()),
+    )
+    .await
+    .unwrap();
     let snapshot = location.snapshot();
     let listed = names(&snapshot);
     assert!(listed.contains(&"gateway_echo".to_owned()), "{listed:?}");
@@ -784,12 +791,10 @@ async fn r35_serve_gives_each_mcp_session_its_own_per_session_server() {
     let outputs = tempfile::tempdir().unwrap();
     let host = builder(&outputs).rules(allow_mcp()).build().unwrap();
     let (a, b) = (host.location("/a"), host.location("/b"));
-    let _to_a = a
-        .connect_mcp(McpServerConfig::http("g", served.url.clone()))
+    let _to_a = McpConnection::connect(&a, McpServerConfig::http("g", served.url.clone()))
         .await
         .unwrap();
-    let _to_b = b
-        .connect_mcp(McpServerConfig::http("g", served.url.clone()))
+    let _to_b = McpConnection::connect(&b, McpServerConfig::http("g", served.url.clone()))
         .await
         .unwrap();
     // Each MCP session lists its own server's tools beside the plugin's.
@@ -844,8 +849,7 @@ async fn r35_a_slow_per_session_server_delays_only_its_own_session() {
     // Session a's server starts through the open gate...
     std::fs::write(&gate, "").unwrap();
     let a = host.location("/a");
-    let _to_a = a
-        .connect_mcp(McpServerConfig::http("g", served.url.clone()))
+    let _to_a = McpConnection::connect(&a, McpServerConfig::http("g", served.url.clone()))
         .await
         .unwrap();
     eventually("session a's server to list its tools", || {
@@ -858,7 +862,7 @@ async fn r35_a_slow_per_session_server_delays_only_its_own_session() {
     let b = host.location("/b");
     let url = served.url.clone();
     let joining = tokio::spawn(async move {
-        let connection = b.connect_mcp(McpServerConfig::http("g", url)).await;
+        let connection = McpConnection::connect(&b, McpServerConfig::http("g", url)).await;
         (b, connection)
     });
     eventually("session b's server to be asked to initialize", || {
@@ -886,7 +890,7 @@ async fn r35_a_slow_per_session_server_delays_only_its_own_session() {
 
 /// `@modelcontextprotocol/server-everything` as `example-plugins/mcp-everything`
 /// bridges it (`npm ci` there first; `cargo xtask test` does).
-async fn everything(host: &toolhost::Host) -> (toolhost::Location, toolhost::mcp::McpConnection) {
+async fn everything(host: &toolhost::Host) -> (toolhost::Location, toolhost_mcp::McpConnection) {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -897,8 +901,7 @@ async fn everything(host: &toolhost::Host) -> (toolhost::Location, toolhost::mcp
         panic!("{} bridges one MCP server", manifest.display());
     };
     let location = host.location("/everything");
-    let connection = location
-        .connect_mcp(config)
+    let connection = McpConnection::connect(&location, config)
         .await
         .expect("server-everything runs: `npm ci` in example-plugins/mcp-everything");
     (location, connection)

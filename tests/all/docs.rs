@@ -1,5 +1,5 @@
 //! The docs agree with the code: `docs/limits.md` lists every constant of
-//! `toolhost::limits` with its value, `docs/contract.md` names each rule's
+//! `toolhost::limits` and `toolhost_mcp::limits` with its value, `docs/contract.md` names each rule's
 //! tests with true counts, and README.md stays a front page whose links
 //! to `docs/` resolve.
 
@@ -9,7 +9,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use toolhost::limits;
+/// The library's limits and the MCP server's, as docs/limits.md lists
+/// them together.
+mod limits {
+    pub use toolhost::limits::*;
+    pub use toolhost_mcp::limits::*;
+}
 
 /// The repository root.
 fn root() -> PathBuf {
@@ -176,7 +181,9 @@ fn without_comments(source: &str) -> String {
 /// The names `host/src/limits.rs` makes public: each item of a `pub use`
 /// (its alias, if renamed) and each `pub const`.
 fn limits_module_names() -> BTreeSet<String> {
-    let source = without_comments(&read("host/src/limits.rs"));
+    let source = ["host/src/limits.rs", "host/mcp/src/limits.rs"]
+        .map(|file| without_comments(&read(file)))
+        .join(";");
     let mut names = BTreeSet::new();
     for statement in source.split(';') {
         let statement = statement.trim();
@@ -324,12 +331,12 @@ fn limits_doc_lists_every_limit_with_its_value() {
     let table: BTreeSet<String> = values.keys().map(|n| (*n).to_owned()).collect();
     for name in module.difference(&table) {
         problems.push(format!(
-            "{name} is in toolhost::limits but not in limit_values() of tests/all/docs.rs: add it there and give it a row in docs/limits.md"
+            "{name} is in toolhost::limits or toolhost_mcp::limits but not in limit_values() of tests/all/docs.rs: add it there and give it a row in docs/limits.md"
         ));
     }
     for name in table.difference(&module) {
         problems.push(format!(
-            "{name} is in limit_values() of tests/all/docs.rs but host/src/limits.rs does not export it"
+            "{name} is in limit_values() of tests/all/docs.rs but neither host/src/limits.rs nor host/mcp/src/limits.rs exports it"
         ));
     }
 

@@ -152,7 +152,7 @@ fn oversized_call(id: i64, bytes: usize, id_first: bool) -> Vec<u8> {
 fn a_request_too_large_to_read_is_answered_with_an_error_and_the_connection_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let mut served = Served::start(&[TEXT_TOOLS], dir.path(), |_| {});
-    let limit = toolhost::limits::MAX_STDIO_MESSAGE_BYTES;
+    let limit = toolhost_mcp::limits::MAX_STDIO_MESSAGE_BYTES;
     for (id, id_first) in [(1, true), (2, false)] {
         served.send_raw(&oversized_call(id, limit + 1024, id_first));
         let reply = served.reply(id);

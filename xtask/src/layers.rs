@@ -33,10 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("settlement", &["settle"]),
     ("Code Mode", &["code"]),
     ("the facade: Host, Location, Snapshot", &["facade"]),
-    (
-        "front doors: the MCP server and bridge; benchmark support",
-        &["mcp", "bridge", "bench_support"],
-    ),
+    ("benchmark support", &["bench_support"]),
     ("the crate root: docs and re-exports", &["limits"]),
 ];
 

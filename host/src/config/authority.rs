@@ -7,14 +7,16 @@ use std::net::Ipv6Addr;
 /// A parsed authority: the host in lowercase (an IPv6 address keeps its
 /// brackets) and the port, if one is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Authority {
-    pub(crate) host: String,
-    pub(crate) port: Option<u16>,
+pub struct Authority {
+    /// The host, lowercase; an IPv6 address in brackets.
+    pub host: String,
+    /// The port, if the text gave one.
+    pub port: Option<u16>,
 }
 
 impl Authority {
     /// The host without an IPv6 address's brackets.
-    pub(crate) fn unbracketed_host(&self) -> &str {
+    pub fn unbracketed_host(&self) -> &str {
         self.host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
@@ -25,7 +27,7 @@ impl Authority {
 /// Parses `host`, `host:port` or `[v6]:port`: no user info, a port of
 /// digits only, an address in brackets only if it is IPv6. The host's
 /// characters are left to the caller (a grant allows `*.`).
-pub(crate) fn parse(text: &str) -> Option<Authority> {
+pub fn parse(text: &str) -> Option<Authority> {
     let parsed: http::uri::Authority = text.parse().ok()?;
     let host = parsed.host();
     if host.is_empty() || parsed.as_str().contains('@') {

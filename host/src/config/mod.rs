@@ -4,7 +4,7 @@
 //! reached. No I/O: the layers above read manifests into these and act on
 //! them.
 
-pub(crate) mod authority;
+pub mod authority;
 pub(crate) mod compile;
 pub(crate) mod grants;
 pub(crate) mod http;

@@ -10,13 +10,15 @@ use crate::code::{CodeMode, with_execute};
 use crate::config::plugin::PluginOptions;
 use crate::error::Error;
 use crate::facade::snapshot::Snapshot;
+use crate::model::budget::Budget;
 use crate::model::source::PluginSource;
 use crate::model::tool::Tool;
+use crate::permission::Policy;
 use crate::registry::placement::{Level, Placement, Registration, RegistrationError};
 use crate::registry::scope::Scope;
 use crate::registry::snapshot::{CatalogEntry, Overlay, SnapshotOptions};
 use crate::settle::pipeline::Pipeline;
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 use crate::wasm::activation::Activation;
 use crate::wasm::load::{Loader, Plugin};
 
@@ -231,13 +233,33 @@ impl Location {
         self.pipeline.retained(scope, reference).await
     }
 
+    /// The TLS configuration the host's outbound clients use (its roots and
+    /// any CA the embedder added), for tool sources that connect out.
+    pub fn client_tls(&self) -> Arc<rustls::ClientConfig> {
+        self.loader.defaults.tls.clone()
+    }
+
+    /// The host's permission policy (rules, approver, saved answers), which
+    /// a tool source outside this crate narrows with
+    /// [`Policy::for_plugin`].
+    pub fn policy(&self) -> &Policy {
+        &self.loader.defaults.policy
+    }
+
+    /// The budget of tools that carry none of their own.
+    pub fn default_budget(&self) -> Budget {
+        self.pipeline.budget
+    }
+
+    /// The host's store, opening the embedded one on first use; `None`
+    /// when the host keeps none.
+    pub async fn store(&self) -> Result<Option<Arc<dyn Store>>, StoreError> {
+        Ok(self.pipeline.store.get().await?.cloned())
+    }
+
     /// The ids and sizes of the retained outputs `scope` may read, newest
     /// first.
-    #[cfg(feature = "mcp")]
-    pub(crate) async fn retained_list(
-        &self,
-        scope: &str,
-    ) -> Result<Vec<(String, u64)>, StoreError> {
+    pub async fn retained_list(&self, scope: &str) -> Result<Vec<(String, u64)>, StoreError> {
         match self.pipeline.store.get().await? {
             Some(store) => store.outputs_of(scope).await,
             None => Ok(Vec::new()),

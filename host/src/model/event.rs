@@ -89,7 +89,7 @@ pub trait EventSink: Send + Sync {
 /// forwards each, and each audited request, to the sinks. Only a running
 /// call holds one, so progress from outside a call cannot exist (R24).
 #[derive(Clone)]
-pub(crate) struct CallEvents {
+pub struct CallEvents {
     inner: Arc<ProgressInner>,
 }
 
@@ -140,7 +140,7 @@ impl CallEvents {
     }
 
     /// Records `update` (a JSON object) as the latest and forwards it.
-    pub(crate) fn report(&self, update: Value) {
+    pub fn report(&self, update: Value) {
         if !update.is_object() {
             self.reject("a progress update that is not a JSON object was dropped".into());
             return;

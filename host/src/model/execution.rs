@@ -20,32 +20,37 @@ use crate::model::outcome::{DefectKind, HostFault, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
 
 /// What an executor needs to run one call.
-pub(crate) struct Invocation<'a> {
+#[allow(missing_debug_implementations)] // holds a `dyn Approver`
+pub struct Invocation<'a> {
     /// The effective name the model used.
-    pub(crate) tool_name: &'a str,
+    pub tool_name: &'a str,
     /// The input, already validated against the input schema.
-    pub(crate) input: Value,
+    pub input: Value,
     /// The same input as the JSON text the model sent.
-    pub(crate) input_text: &'a str,
-    pub(crate) context: &'a CallContext,
-    pub(crate) progress: CallEvents,
-    pub(crate) budget: Budget,
+    pub input_text: &'a str,
+    /// The call's identity.
+    pub context: &'a CallContext,
+    /// Where the call's progress and audited requests go.
+    pub progress: CallEvents,
+    /// The call's effective budget.
+    pub budget: Budget,
     /// The largest machine output (JSON text) the result may carry: an
     /// executor may refuse a larger one before parsing it.
-    pub(crate) max_machine_output: usize,
+    pub max_machine_output: usize,
     /// When settlement began: wall time counts from here.
-    pub(crate) started: Instant,
+    pub started: Instant,
     /// When the call's deadline passes: settlement started the clock, so
     /// time spent waiting for a slot counts.
-    pub(crate) deadline: Instant,
-    pub(crate) cancel: &'a CancellationToken,
+    pub deadline: Instant,
+    /// Cancelled when the caller gives up on the call.
+    pub cancel: &'a CancellationToken,
     /// The call's own approver, over the host's.
-    pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub approver: Option<Arc<dyn Approver>>,
 }
 
 /// How execution ended, before settlement checks and bounds the result.
 #[derive(Debug)]
-pub(crate) enum Ended {
+pub enum Ended {
     /// The tool returned a response.
     Response(ToolResponse),
     /// The tool reported a model-visible failure.
@@ -60,17 +65,21 @@ pub(crate) enum Ended {
 
 /// An ended execution with what it consumed and printed.
 #[derive(Debug)]
-pub(crate) struct Execution {
-    pub(crate) ended: Ended,
-    pub(crate) usage: Usage,
-    pub(crate) logs: Logs,
-    pub(crate) warnings: Vec<String>,
+pub struct Execution {
+    /// How it ended.
+    pub ended: Ended,
+    /// What it consumed.
+    pub usage: Usage,
+    /// What it printed.
+    pub logs: Logs,
+    /// Warnings for the outcome (e.g. progress updates rejected).
+    pub warnings: Vec<String>,
 }
 
 impl Execution {
     /// An execution that ended before the tool ran (e.g. while it waited
     /// for a slot).
-    pub(crate) fn early(ended: Ended, started: Instant) -> Execution {
+    pub fn early(ended: Ended, started: Instant) -> Execution {
         let tripped =
             matches!(ended, Ended::Interrupted(Interruption::Deadline)).then_some(Limit::Deadline);
         Execution {
@@ -102,10 +111,10 @@ impl ToolContext {
 }
 
 /// The future an executor returns.
-pub(crate) type ExecutionFuture<'a> = Pin<Box<dyn Future<Output = Execution> + Send + 'a>>;
+pub type ExecutionFuture<'a> = Pin<Box<dyn Future<Output = Execution> + Send + 'a>>;
 
 /// Runs calls of one tool.
-pub(crate) trait Executor: Send + Sync {
+pub trait Executor: Send + Sync {
     /// Runs one call to its end; never panics, never fails as a whole.
     fn execute<'a>(&'a self, invocation: Invocation<'a>) -> ExecutionFuture<'a>;
 

@@ -7,7 +7,7 @@ pub const MAX_MESSAGE_BYTES: usize = 4 << 10;
 
 /// `text` cut to at most `max` bytes at a UTF-8 boundary, followed by a
 /// marker with the full length when anything was cut.
-pub(crate) fn truncate(mut text: String, max: usize) -> String {
+pub fn truncate(mut text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }

@@ -67,7 +67,10 @@ pub struct ToolDefinition {
 }
 
 impl Tool {
-    pub(crate) fn from_parts(
+    /// A tool whose calls `executor` runs, with its description and
+    /// compiled schemas: how a tool source outside this crate (the MCP
+    /// bridge) makes its tools.
+    pub fn from_parts(
         description: String,
         input: Schema,
         output: Option<Schema>,

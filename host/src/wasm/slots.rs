@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 /// Slots for at most `capacity` holders at once. Cheap to clone.
 #[derive(Clone)]
-pub(crate) struct FairSlots {
+pub struct FairSlots {
     state: Arc<Mutex<State>>,
 }
 
@@ -37,7 +37,7 @@ struct State {
 }
 
 /// One slot, given back when dropped.
-pub(crate) struct SlotPermit {
+pub struct SlotPermit {
     slots: Option<FairSlots>,
     key: Arc<str>,
 }
@@ -68,7 +68,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 
 impl FairSlots {
     /// `capacity` slots (at least one).
-    pub(crate) fn new(capacity: usize) -> FairSlots {
+    pub fn new(capacity: usize) -> FairSlots {
         FairSlots {
             state: Arc::new(Mutex::new(State {
                 free: capacity.max(1),
@@ -78,7 +78,7 @@ impl FairSlots {
     }
 
     /// A slot for `key` now, if one is free and nobody waits.
-    pub(crate) fn try_acquire(&self, key: &str) -> Option<SlotPermit> {
+    pub fn try_acquire(&self, key: &str) -> Option<SlotPermit> {
         let mut state = lock(&self.state);
         if state.free == 0 || !state.turns.is_empty() {
             return None;
@@ -90,7 +90,7 @@ impl FairSlots {
     }
 
     /// Waits for a slot for `key`. Dropping the future gives up its place.
-    pub(crate) fn acquire(&self, key: &str) -> impl Future<Output = SlotPermit> + Send + 'static {
+    pub fn acquire(&self, key: &str) -> impl Future<Output = SlotPermit> + Send + 'static {
         let ready = self.try_acquire(key);
         let waiting = ready.is_none().then(|| self.enqueue(key.into()));
         async move {
@@ -108,8 +108,7 @@ impl FairSlots {
     }
 
     /// Slots held now, by every key.
-    #[cfg(feature = "mcp")]
-    pub(crate) fn held(&self) -> usize {
+    pub fn held(&self) -> usize {
         lock(&self.state).held.values().sum()
     }
 
