@@ -131,15 +131,17 @@
 
 #![deny(missing_docs)]
 
+// The layers below this crate, under the names their modules had when they
+// were modules of it.
+use toolhost_model as model;
+use toolhost_model::error;
+pub use toolhost_model::files;
+
 mod code;
 pub mod config;
-mod error;
 mod facade;
-pub mod files;
 pub mod limits;
 pub mod manifest;
-mod model;
-mod native;
 mod net;
 #[cfg(feature = "oci")]
 pub mod oci;

@@ -125,6 +125,10 @@ fn root_reexports(lib: &str) -> BTreeMap<String, String> {
             continue;
         };
         let path = statement[at + "pub use ".len()..].trim();
+        // The crates below are layers the compiler already enforces.
+        if path.starts_with("toolhost_") {
+            continue;
+        }
         let (module, names) = match path.split_once("::{") {
             Some((module, names)) => (module.to_owned(), names.trim_end_matches('}').to_owned()),
             None => match path.rsplit_once("::") {

@@ -141,6 +141,7 @@ fn outcome(settlement: Settlement) -> CallOutcome {
         Outcome::Defect { message, .. } => {
             CallOutcome::Error(format!("the call of `{tool}` failed: {message}"))
         }
+        other => CallOutcome::Error(format!("the call of `{tool}` ended as {}", other.status())),
     }
 }
 

@@ -13,11 +13,12 @@ use crate::code::imports::{self as import, ProgramImport, ProgramState, Settler,
 use crate::error::Error;
 use crate::model::budget::{Budget, Usage};
 use crate::model::execution::Ended;
+use crate::model::interrupt::interruptible;
 use crate::model::outcome::{FaultKind, HostFault, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
 use crate::wasm::classify::{Stop, classify};
 use crate::wasm::engine::Runtime;
-use crate::wasm::invoke::{interruptible, metered_usage, take_logs};
+use crate::wasm::invoke::{metered_usage, take_logs};
 use crate::wasm::stdio::LogBuffer;
 use crate::wasm::store::{Role, StoreState, Streams, new_store_with};
 

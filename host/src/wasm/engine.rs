@@ -61,9 +61,9 @@ pub(crate) struct Backend {
 
 impl Backend {
     fn new(tier: CodeTier, config: Config) -> Result<Backend, Error> {
-        let engine = Engine::new(&config).map_err(Error::engine)?;
+        let engine = Engine::new(&config).map_err(super::engine_error)?;
         let mut linker = Linker::new(&engine);
-        crate::wasm::imports::add_to_linker(&mut linker).map_err(Error::engine)?;
+        crate::wasm::imports::add_to_linker(&mut linker).map_err(super::engine_error)?;
         Ok(Backend {
             tier,
             engine,

@@ -242,6 +242,9 @@ impl Loader {
                 .await
             }
             PluginSource::Oci(reference) => self.load_oci(reference, options).await,
+            _ => Err(Error::Config(
+                "this runtime cannot load this kind of plugin source".into(),
+            )),
         }
     }
 

@@ -22,3 +22,12 @@ pub(crate) mod tiers;
 pub(crate) mod warm;
 pub(crate) mod wasi;
 pub(crate) mod worker;
+
+/// An engine error from wasmtime's, kept as its source (an embedder can
+/// downcast it) with its whole chain in the message.
+pub(crate) fn engine_error(e: wasmtime::Error) -> crate::error::Error {
+    crate::error::Error::Engine {
+        message: format!("{e:#}"),
+        source: Some(e.into_boxed_dyn_error()),
+    }
+}

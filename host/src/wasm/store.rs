@@ -201,10 +201,12 @@ pub(crate) fn new_store_with(
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_hostcall_fuel(MAX_HOST_COPY_BYTES);
-    store.set_fuel(budget.fuel).map_err(Error::engine)?;
+    store
+        .set_fuel(budget.fuel)
+        .map_err(crate::wasm::engine_error)?;
     store
         .fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))
-        .map_err(Error::engine)?;
+        .map_err(crate::wasm::engine_error)?;
     Ok(store)
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use jsonschema::ValidationError;
 use serde_json::Value;
 
-use crate::model::schema::probe::{Probe, Probed};
+use crate::schema::probe::{Probe, Probed};
 
 /// Violations listed in an error: enough to fix the input, few enough to
 /// read (R13, R28).

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::model::context::CallContext;
-use crate::model::outcome::Settlement;
+use crate::context::CallContext;
+use crate::outcome::Settlement;
 
 /// One progress update of a running call.
 #[derive(Debug, Clone, Serialize)]
@@ -63,7 +63,7 @@ pub type SinkFuture<'a> = Pin<Box<dyn Future<Output = Result<(), SinkError>> + S
 
 /// Receives events from settlement. Both methods run on the settling task:
 /// they must not block. `progress` is fire-and-forget; `outcome` returns a
-/// future that settlement awaits, so [`crate::Snapshot::settle`] returns only
+/// future that settlement awaits, so `toolhost::Snapshot::settle` returns only
 /// once the outcome is recorded.
 pub trait EventSink: Send + Sync {
     /// A running call reported progress.
@@ -117,7 +117,9 @@ impl fmt::Debug for CallEvents {
 }
 
 impl CallEvents {
-    pub(crate) fn new(
+    /// The events of one call of `tool`: progress and audited requests go
+    /// to each sink given (the host's, the store's, the call's own).
+    pub fn new(
         context: CallContext,
         tool: String,
         host_sink: Option<Arc<dyn EventSink>>,
@@ -157,19 +159,19 @@ impl CallEvents {
     }
 
     /// Forwards an audited request to the sinks.
-    pub(crate) fn request(&self, event: &RequestEvent) {
+    pub fn request(&self, event: &RequestEvent) {
         for sink in self.inner.sinks.iter().flatten() {
             sink.request(event);
         }
     }
 
     /// The call's identity and tool, for events about it.
-    pub(crate) fn call(&self) -> (&CallContext, &str) {
+    pub fn call(&self) -> (&CallContext, &str) {
         (&self.inner.context, &self.inner.tool)
     }
 
     /// Notes a dropped update once per distinct reason.
-    pub(crate) fn reject(&self, warning: String) {
+    pub fn reject(&self, warning: String) {
         let mut state = self.lock();
         if !state.warnings.contains(&warning) {
             state.warnings.push(warning);
@@ -177,7 +179,7 @@ impl CallEvents {
     }
 
     /// The last update and the warnings collected.
-    pub(crate) fn finish(&self) -> (Option<Value>, Vec<String>) {
+    pub fn finish(&self) -> (Option<Value>, Vec<String>) {
         let mut state = self.lock();
         (state.last.take(), std::mem::take(&mut state.warnings))
     }

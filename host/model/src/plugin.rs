@@ -5,13 +5,14 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 /// How a plugin path names a plugin in an OCI registry (R41).
-pub(crate) const OCI_SCHEME: &str = "oci://";
+pub const OCI_SCHEME: &str = "oci://";
 
 /// Which compiler made the code a plugin's new calls run (see
-/// [`HostBuilder::tiered_compilation`](crate::HostBuilder::tiered_compilation)).
+/// `toolhost::HostBuilder::tiered_compilation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
-#[non_exhaustive]
+// Not `#[non_exhaustive]`: the runtime maps each tier to a compiler, and a
+// new tier is a change every layer must make.
 pub enum CodeTier {
     /// Wasmtime's baseline compiler, Winch: compiles several times faster,
     /// runs slower. A plugin runs it only until its optimized code is ready.

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::model::outcome::{Defect, HostFault};
+use crate::outcome::{Defect, HostFault};
 
 /// Why a plugin could not be loaded. Every message names the file and says
 /// what to do.
@@ -287,15 +287,8 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn engine(e: wasmtime::Error) -> Error {
-        Error::Engine {
-            message: format!("{e:#}"),
-            source: Some(e.into_boxed_dyn_error()),
-        }
-    }
-
     /// An engine error with nothing underneath.
-    pub(crate) fn engine_message(message: String) -> Error {
+    pub fn engine_message(message: String) -> Error {
         Error::Engine {
             message,
             source: None,
@@ -303,7 +296,7 @@ impl Error {
     }
 
     /// An engine error caused by `source`.
-    pub(crate) fn engine_caused(
+    pub fn engine_caused(
         message: String,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {

@@ -5,9 +5,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::model::budget::Usage;
-use crate::model::content::ContentPart;
-use crate::model::context::CallContext;
+use crate::budget::Usage;
+use crate::content::ContentPart;
+use crate::context::CallContext;
 
 /// The exact error for every call of a final-step snapshot (R11).
 pub const FINAL_STEP_MESSAGE: &str = "Tools are disabled after the maximum agent steps";
@@ -84,7 +84,7 @@ impl fmt::Display for DefectKind {
 
 impl DefectKind {
     /// A machine output over its cap (R28).
-    pub(crate) fn machine_output_too_large(bytes: usize, max: usize) -> DefectKind {
+    pub fn machine_output_too_large(bytes: usize, max: usize) -> DefectKind {
         DefectKind::Contract(format!(
             "returned a machine output of {bytes} bytes; the limit is {max} (raise `limits.max_machine_output` in its manifest if the tool needs more)"
         ))
@@ -136,7 +136,8 @@ pub struct HostFault {
 }
 
 impl HostFault {
-    pub(crate) fn new(kind: FaultKind, message: impl Into<String>) -> HostFault {
+    /// A fault of `kind`, explained by `message`.
+    pub fn new(kind: FaultKind, message: impl Into<String>) -> HostFault {
         HostFault {
             kind,
             message: message.into(),
@@ -189,7 +190,7 @@ pub enum ErrorKind {
 
 /// A full output kept in the store (R16, R38), addressed only by its
 /// opaque reference: read it back with
-/// [`Host::retained`](crate::Host::retained).
+/// `toolhost::Host::retained`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetainedOutput {
     /// The opaque reference the marker gives, `toolhost-output:<id>`.
@@ -203,7 +204,7 @@ pub struct RetainedOutput {
 pub struct Completed {
     /// Non-empty, bounded model content.
     pub content: Vec<ContentPart>,
-    /// Metadata, a JSON object of at most [`crate::limits::MAX_METADATA_BYTES`].
+    /// Metadata, a JSON object of at most `toolhost::limits::MAX_METADATA_BYTES`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
     /// The validated machine output, when the tool has one.
@@ -330,7 +331,7 @@ impl Outcome {
     }
 
     /// A model-visible error without partial progress or metadata.
-    pub(crate) fn error(kind: ErrorKind, message: String) -> Outcome {
+    pub fn error(kind: ErrorKind, message: String) -> Outcome {
         Outcome::Error {
             message,
             kind,
@@ -340,7 +341,7 @@ impl Outcome {
     }
 
     /// An operational failure blamed on `culprit`.
-    pub(crate) fn defect(culprit: Culprit) -> Outcome {
+    pub fn defect(culprit: Culprit) -> Outcome {
         Outcome::Defect {
             message: culprit.to_string(),
             culprit,
@@ -348,7 +349,7 @@ impl Outcome {
     }
 
     /// An operational failure of the host.
-    pub(crate) fn fault(kind: FaultKind, message: impl Into<String>) -> Outcome {
+    pub fn fault(kind: FaultKind, message: impl Into<String>) -> Outcome {
         Outcome::defect(Culprit::Host(HostFault::new(kind, message)))
     }
 }

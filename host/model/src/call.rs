@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::model::approval::Approver;
-use crate::model::budget::BudgetOverrides;
-use crate::model::context::CallContext;
-use crate::model::event::EventSink;
+use crate::approval::Approver;
+use crate::budget::BudgetOverrides;
+use crate::context::CallContext;
+use crate::event::EventSink;
 
 /// One tool call from the model.
 pub struct Call {
@@ -91,7 +91,7 @@ impl Call {
     /// Nothing can replay it; a clone of it claims first.
     ///
     /// ```
-    /// # use toolhost::{Call, CallContext};
+    /// # use toolhost_model::{call::Call, context::CallContext};
     /// let context = CallContext {
     ///     session_id: "ses_1".into(),
     ///     agent: "my-agent".into(),
@@ -115,7 +115,7 @@ impl Call {
     }
 
     /// Whether its ids were minted for it ([`Call::minted`]).
-    pub(crate) fn is_minted(&self) -> bool {
+    pub fn is_minted(&self) -> bool {
         self.minted
     }
 
@@ -145,7 +145,7 @@ impl Call {
     }
 
     /// Who may read the outputs this call retains.
-    pub(crate) fn output_scope(&self) -> &str {
+    pub fn output_scope(&self) -> &str {
         self.output_scope
             .as_deref()
             .unwrap_or(&self.context.session_id)

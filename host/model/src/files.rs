@@ -75,7 +75,7 @@ fn file_kind(meta: &std::fs::Metadata) -> &'static str {
 /// Creates `path` (mode 0700 on Unix) if needed and checks that it is a
 /// private directory of this user's: not a symlink, owned by this user
 /// (others' access bits are cleared).
-pub(crate) fn private_dir(path: &Path) -> io::Result<()> {
+pub fn private_dir(path: &Path) -> io::Result<()> {
     create_dir_private(path)?;
     check_private_dir(path)
 }

@@ -6,10 +6,10 @@ use std::sync::{Arc, Weak};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::model::budget::{Budget, OutputBounds};
-use crate::model::execution::Executor;
-use crate::model::plugin::PluginInfo;
-use crate::model::schema::Schema;
+use crate::budget::{Budget, OutputBounds};
+use crate::execution::Executor;
+use crate::plugin::PluginInfo;
+use crate::schema::Schema;
 
 // The name rules (R1) live in a crate of their own, which the SDK's macros
 // apply at compile time too.
@@ -42,12 +42,13 @@ impl fmt::Debug for Tool {
 }
 
 /// A tool's identity without its contents: see [`Tool::downgrade`].
-pub(crate) struct WeakTool(Weak<ToolInner>);
+#[allow(missing_debug_implementations)] // an address, nothing to show
+pub struct WeakTool(Weak<ToolInner>);
 
 impl WeakTool {
     /// Whether `tool` is the tool this was made from. Exact: the weak
     /// reference keeps the allocation, so no other tool can take its address.
-    pub(crate) fn is(&self, tool: &Tool) -> bool {
+    pub fn is(&self, tool: &Tool) -> bool {
         std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&tool.inner))
     }
 }
@@ -137,19 +138,23 @@ impl Tool {
         self.inner.executor.plugin()
     }
 
-    pub(crate) fn budget(&self) -> Option<Budget> {
+    /// The budget the tool carries (a plugin's), if any.
+    pub fn budget(&self) -> Option<Budget> {
         self.inner.budget
     }
 
-    pub(crate) fn bounds(&self) -> Option<OutputBounds> {
+    /// The output bounds the tool carries (a plugin's), if any.
+    pub fn bounds(&self) -> Option<OutputBounds> {
         self.inner.bounds
     }
 
-    pub(crate) fn executor(&self) -> &dyn Executor {
+    /// What runs the tool's calls.
+    pub fn executor(&self) -> &dyn Executor {
         &*self.inner.executor
     }
 
-    pub(crate) fn definition(&self, name: &str) -> ToolDefinition {
+    /// The tool's definition as advertised under `name`.
+    pub fn definition(&self, name: &str) -> ToolDefinition {
         ToolDefinition {
             name: name.to_owned(),
             description: self.inner.description.clone(),
@@ -165,7 +170,7 @@ impl Tool {
 
     /// A handle that recognizes this tool without keeping it (or its
     /// plugin) alive.
-    pub(crate) fn downgrade(&self) -> WeakTool {
+    pub fn downgrade(&self) -> WeakTool {
         WeakTool(Arc::downgrade(&self.inner))
     }
 }

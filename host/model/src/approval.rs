@@ -7,7 +7,7 @@ use std::pin::Pin;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::model::context::CallContext;
+use crate::context::CallContext;
 
 /// A tool's request to act, as the approver sees it. Every string in it
 /// comes from the guest: show it escaped (see [`PermissionRequest::broader_saves`]

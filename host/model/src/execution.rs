@@ -11,13 +11,13 @@ use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
-use crate::model::approval::Approver;
-use crate::model::budget::{Budget, Limit, Usage};
-use crate::model::content::{ToolFailure, ToolResponse};
-use crate::model::context::CallContext;
-use crate::model::event::CallEvents;
-use crate::model::outcome::{DefectKind, HostFault, Interruption, Logs};
-use crate::model::plugin::PluginInfo;
+use crate::approval::Approver;
+use crate::budget::{Budget, Limit, Usage};
+use crate::content::{ToolFailure, ToolResponse};
+use crate::context::CallContext;
+use crate::event::CallEvents;
+use crate::outcome::{DefectKind, HostFault, Interruption, Logs};
+use crate::plugin::PluginInfo;
 
 /// What an executor needs to run one call.
 #[allow(missing_debug_implementations)] // holds a `dyn Approver`

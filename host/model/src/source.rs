@@ -5,13 +5,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::model::plugin::OCI_SCHEME;
+use crate::plugin::OCI_SCHEME;
 
 /// Where a plugin's component comes from. Loading resolves it to the
 /// component's bytes, checked (a component, within
-/// [`MAX_PLUGIN_BYTES`](crate::limits::MAX_PLUGIN_BYTES), and for a
+/// `toolhost::limits::MAX_PLUGIN_BYTES`, and for a
 /// registry its digest and signatures), and records where they came from
-/// in [`PluginInfo::path`](crate::PluginInfo::path).
+/// in [`PluginInfo::path`](crate::plugin::PluginInfo::path).
 ///
 /// A path converts with [`PluginSource::from_path`]: `oci://…` names a
 /// registry reference, anything else a file.
@@ -31,7 +31,7 @@ pub enum PluginSource {
     },
     /// A reference into an OCI registry (`oci://registry/repository:tag`
     /// or `…@sha256:…`), pulled and verified through the host's
-    /// [`distribution`](crate::HostBuilder::distribution) (R41).
+    /// `toolhost::HostBuilder::distribution` (R41).
     Oci(String),
 }
 
@@ -63,7 +63,7 @@ impl PluginSource {
 
     /// Where it came from as a path: the file, the reference, or the
     /// name of bytes in memory (what messages and
-    /// [`PluginInfo::path`](crate::PluginInfo::path) show).
+    /// [`PluginInfo::path`](crate::plugin::PluginInfo::path) show).
     pub fn label(&self) -> PathBuf {
         match self {
             PluginSource::File(path) => path.clone(),

@@ -1,8 +1,8 @@
 //! The after-hook seam (R18): embedder code that sees, and may change, each
 //! bounded outcome before it is published.
 
-use crate::model::context::CallContext;
-use crate::model::outcome::Outcome;
+use crate::context::CallContext;
+use crate::outcome::Outcome;
 
 /// What an after-hook sees besides the outcome.
 #[derive(Debug)]

@@ -10,16 +10,14 @@ use std::sync::Arc;
 use futures_util::FutureExt as _;
 use serde_json::Value;
 
-use crate::model::budget::{Limit, Usage};
-use crate::model::content::{ToolFailure, ToolResponse};
-use crate::model::execution::{
-    Ended, Execution, ExecutionFuture, Executor, Invocation, ToolContext,
-};
-use crate::model::outcome::{DefectKind, Interruption, Logs};
-use crate::model::plugin::PluginInfo;
-use crate::model::schema::{Schema, SchemaError};
-use crate::model::tool::Tool;
-use crate::wasm::invoke::interruptible;
+use crate::budget::{Limit, Usage};
+use crate::content::{ToolFailure, ToolResponse};
+use crate::execution::{Ended, Execution, ExecutionFuture, Executor, Invocation, ToolContext};
+use crate::interrupt::interruptible;
+use crate::outcome::{DefectKind, Interruption, Logs};
+use crate::plugin::PluginInfo;
+use crate::schema::{Schema, SchemaError};
+use crate::tool::Tool;
 
 type NativeFuture = Pin<Box<dyn Future<Output = Result<ToolResponse, ToolFailure>> + Send>>;
 
@@ -37,7 +35,7 @@ impl Tool {
     ///
     /// ```
     /// use serde_json::json;
-    /// use toolhost::{Tool, ToolResponse};
+    /// use toolhost_model::{content::ToolResponse, tool::Tool};
     ///
     /// let echo = Tool::native(
     ///     "Echo the message back",
