@@ -136,6 +136,7 @@
 use toolhost_model as model;
 use toolhost_model::error;
 pub use toolhost_model::files;
+pub use toolhost_store as store;
 
 mod code;
 pub mod config;
@@ -150,7 +151,6 @@ pub mod permission;
 pub mod registry;
 mod settle;
 mod sink;
-pub mod store;
 mod wasm;
 
 #[cfg(feature = "bench")]

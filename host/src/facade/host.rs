@@ -226,7 +226,7 @@ impl HostBuilder {
     /// embedded store in the state directory if one is given, else a store
     /// in memory.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(StoreSlot::Given(store));
+        self.store = Some(StoreSlot::given(store));
         self
     }
 
@@ -235,7 +235,7 @@ impl HostBuilder {
     #[cfg(feature = "bench")]
     #[doc(hidden)]
     pub fn without_store(mut self) -> Self {
-        self.store = Some(StoreSlot::Absent);
+        self.store = Some(StoreSlot::absent());
         self
     }
 

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::model::context::{CallContext, Caller};
 use crate::model::outcome::Status;
-use crate::store::{
+use crate::{
     Claim, IdConflict, InputDigest, MAX_BATCH, MAX_STORED_EVENTS, OUTPUT_CHUNK_BYTES, StoreEvent,
     now_millis,
 };

@@ -10,6 +10,13 @@
 //! through one writer that commits whatever is queued in one
 //! transaction (group commit), so [`Store::record`] returns only once its
 //! outcome is durable.
+//!
+//! A crate of its own above `toolhost-model` (the only Toolhost crate it
+//! depends on): configuration, the runtime and the facade use the store
+//! through the [`Store`] trait and [`StoreSlot`]; embedders reach it as
+//! `toolhost::store`.
+
+#![deny(missing_docs)]
 
 mod migrations;
 mod slot;
@@ -25,10 +32,15 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+// The model crate under the name its modules had when this was a module
+// of `toolhost`.
+use toolhost_model as model;
+use toolhost_model::files;
+
 use crate::model::context::CallContext;
 use crate::model::outcome::Settlement;
 
-pub(crate) use slot::{EventsToStore, StoreSlot};
+pub use slot::{EventsToStore, StoreSlot};
 pub use sql::SqlStore;
 
 /// Rows one group commit writes at most; more wait for the next.
@@ -178,8 +190,10 @@ impl std::error::Error for StoreError {
 }
 
 /// What a claim on a call's ids found.
+///
+/// Not `#[non_exhaustive]`: a store constructs these and settlement acts on
+/// each; a new answer is a change both must make.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Claim {
     /// Nobody settled these ids: this settle runs the call and records it.
     Claimed,
@@ -198,9 +212,8 @@ pub enum Claim {
 }
 
 /// How the call that holds a claim's ids differs from the one claiming
-/// them.
+/// them. Not `#[non_exhaustive]`, as [`Claim`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum IdConflict {
     /// Another caller (R40) made it.
     Caller,
@@ -379,7 +392,7 @@ async fn claim_then_record<S: Store + ?Sized>(
 }
 
 /// The per-user state directory, home of the CLI's embedded store
-/// ([`HostBuilder::default_state_dir`](crate::HostBuilder::default_state_dir)):
+/// (`toolhost::HostBuilder::default_state_dir`):
 /// `$XDG_STATE_HOME/toolhost`, else `~/.local/state/toolhost`; a per-user
 /// directory in the system temporary directory only when neither is known.
 pub fn default_state_dir() -> PathBuf {

@@ -10,11 +10,14 @@ use std::sync::Arc;
 use tokio::sync::OnceCell;
 
 use crate::model::event::{EventSink, ProgressEvent, RequestEvent};
-use crate::store::{Durability, SqlStore, Store, StoreError, StoreEvent};
+use crate::{Durability, SqlStore, Store, StoreError, StoreEvent};
 
-/// Where a host's store comes from.
+/// Where a host's store comes from, opened on first use.
 #[derive(Debug)]
-pub(crate) enum StoreSlot {
+pub struct StoreSlot(Slot);
+
+#[derive(Debug)]
+enum Slot {
     /// The embedder's store.
     Given(Arc<dyn Store>),
     /// The embedded store in `dir`, once opened.
@@ -33,31 +36,42 @@ pub(crate) enum StoreSlot {
 }
 
 impl StoreSlot {
+    /// The embedder's store.
+    pub fn given(store: Arc<dyn Store>) -> StoreSlot {
+        StoreSlot(Slot::Given(store))
+    }
+
     /// The embedded store in `dir`, not yet opened.
-    pub(crate) fn embedded(dir: PathBuf, durability: Durability) -> StoreSlot {
-        StoreSlot::Embedded {
+    pub fn embedded(dir: PathBuf, durability: Durability) -> StoreSlot {
+        StoreSlot(Slot::Embedded {
             dir,
             durability,
             opened: OnceCell::new(),
-        }
+        })
     }
 
     /// A store in memory, not yet opened.
-    pub(crate) fn memory() -> StoreSlot {
-        StoreSlot::Memory(OnceCell::new())
+    pub fn memory() -> StoreSlot {
+        StoreSlot(Slot::Memory(OnceCell::new()))
+    }
+
+    /// No store (benchmarks measure the pipeline without one).
+    #[cfg(feature = "bench")]
+    pub fn absent() -> StoreSlot {
+        StoreSlot(Slot::Absent)
     }
 
     /// Whether the store is in memory.
-    pub(crate) fn in_memory(&self) -> bool {
-        matches!(self, StoreSlot::Memory(_))
+    pub fn in_memory(&self) -> bool {
+        matches!(self.0, Slot::Memory(_))
     }
 
     /// The store, opening the embedded or in-memory one on first use; a
     /// failed open is tried again by the next call.
-    pub(crate) async fn get(&self) -> Result<Option<&Arc<dyn Store>>, StoreError> {
-        match self {
-            StoreSlot::Given(store) => Ok(Some(store)),
-            StoreSlot::Embedded {
+    pub async fn get(&self) -> Result<Option<&Arc<dyn Store>>, StoreError> {
+        match &self.0 {
+            Slot::Given(store) => Ok(Some(store)),
+            Slot::Embedded {
                 dir,
                 durability,
                 opened,
@@ -68,20 +82,21 @@ impl StoreSlot {
                 })
                 .await
                 .map(Some),
-            StoreSlot::Memory(opened) => opened
+            Slot::Memory(opened) => opened
                 .get_or_try_init(|| async {
                     Ok(Arc::new(SqlStore::in_memory().await?) as Arc<dyn Store>)
                 })
                 .await
                 .map(Some),
             #[cfg(feature = "bench")]
-            StoreSlot::Absent => Ok(None),
+            Slot::Absent => Ok(None),
         }
     }
 }
 
 /// Progress and audited requests of a call, kept in the store.
-pub(crate) struct EventsToStore(pub(crate) Arc<dyn Store>);
+#[allow(missing_debug_implementations)] // a store, nothing to show
+pub struct EventsToStore(pub Arc<dyn Store>);
 
 impl EventSink for EventsToStore {
     fn progress(&self, event: &ProgressEvent) {

@@ -20,7 +20,7 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc;
 
 use super::{Arg, Cells, Committed, Conn, Counters, Write, apply_all, batch, pending, take_queued};
-use crate::store::{Durability, MAX_BATCH};
+use crate::{Durability, MAX_BATCH};
 
 /// How long a write waits for a lock another process holds (a CLI reading
 /// or pruning the same file) before it fails.
@@ -354,9 +354,9 @@ impl Cells for Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::StoreEvent;
     use crate::model::context::CallContext;
     use crate::model::outcome::Status;
-    use crate::store::StoreEvent;
 
     fn event() -> Write {
         Write::Event(StoreEvent {
@@ -374,9 +374,9 @@ mod tests {
 
     /// A writer on a store file whose schema is in place.
     async fn writer(dir: &Path) -> (SqliteWriter, mpsc::Sender<Write>) {
-        drop(crate::store::SqlStore::embedded(dir).await.unwrap());
+        drop(crate::SqlStore::embedded(dir).await.unwrap());
         let (sender, queue) = mpsc::channel(8);
-        let file = dir.join(crate::store::sql::EMBEDDED_FILE);
+        let file = dir.join(crate::sql::EMBEDDED_FILE);
         let writer = spawn(&file, Durability::Full, queue, Arc::default()).unwrap();
         (writer, sender)
     }
@@ -397,7 +397,7 @@ mod tests {
             },
             unclaimed: Some(super::super::Unclaimed {
                 tool: "echo".into(),
-                input: crate::store::InputDigest::of("{}"),
+                input: crate::InputDigest::of("{}"),
                 started_at: 0,
             }),
             done,
@@ -409,8 +409,8 @@ mod tests {
     async fn r38_a_normal_store_never_waits_for_the_disk_and_a_full_one_syncs_each_outcome() {
         for (durability, synchronous) in [(Durability::Normal, 1), (Durability::Full, 2)] {
             let dir = tempfile::tempdir().unwrap();
-            drop(crate::store::SqlStore::embedded(dir.path()).await.unwrap());
-            let file = dir.path().join(crate::store::sql::EMBEDDED_FILE);
+            drop(crate::SqlStore::embedded(dir.path()).await.unwrap());
+            let file = dir.path().join(crate::sql::EMBEDDED_FILE);
             let mut writer = Writer::open(&file, durability).unwrap();
             let (write, recorded) = outcome("c1");
             let Ok(committed) = writer.commit(vec![write], &AtomicU64::new(0)) else {

@@ -1,8 +1,8 @@
 //! The SQL store against SQLite (and Postgres where the harness has one).
 
 use super::*;
+use crate::IdConflict;
 use crate::model::outcome::Outcome;
-use crate::store::IdConflict;
 
 fn context(call: &str) -> CallContext {
     CallContext {
@@ -270,7 +270,7 @@ async fn r38_a_store_without_a_one_write_path_claims_then_records() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqlStore::embedded(dir.path()).await.unwrap();
     let (commits, writes) = store.commits();
-    crate::store::claim_then_record(&store, &settlement("d1"), &input())
+    crate::claim_then_record(&store, &settlement("d1"), &input())
         .await
         .unwrap();
     let (commits_after, writes_after) = store.commits();
@@ -279,7 +279,7 @@ async fn r38_a_store_without_a_one_write_path_claims_then_records() {
         (2, 2),
         "a claim, then the outcome"
     );
-    let again = crate::store::claim_then_record(&store, &settlement("d1"), &input()).await;
+    let again = crate::claim_then_record(&store, &settlement("d1"), &input()).await;
     assert!(
         matches!(again, Err(StoreError::IdsTaken { .. })),
         "{again:?}"
@@ -343,7 +343,7 @@ async fn r38_only_outcomes_are_indexed_for_listing() {
 async fn r38_retained_outputs_are_chunked_and_the_quota_evicts_the_oldest() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqlStore::embedded(dir.path()).await.unwrap();
-    let big = vec![b'x'; 3 * crate::store::OUTPUT_CHUNK_BYTES + 7];
+    let big = vec![b'x'; 3 * crate::OUTPUT_CHUNK_BYTES + 7];
     let week = Duration::from_secs(7 * 86_400);
     store
         .retain("a", "ses", &big, 10 << 20, week)
@@ -385,7 +385,7 @@ async fn r38_an_in_memory_store_records_once_replays_and_retains_in_a_database_o
     // An event would be committed before the retained output after it.
     store.event(progress("m1"));
     // Written by the writer's connection, read through the pool's.
-    let big = vec![b'x'; 2 * crate::store::OUTPUT_CHUNK_BYTES + 1];
+    let big = vec![b'x'; 2 * crate::OUTPUT_CHUNK_BYTES + 1];
     let week = Duration::from_secs(7 * 86_400);
     store
         .retain("a", "ses", &big, 10 << 20, week)

@@ -12,11 +12,11 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Executor as _, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::migrations::{Backend, migrator};
 use crate::model::context::CallContext;
 use crate::model::outcome::{Settlement, Status};
-use crate::store::migrations::{Backend, migrator};
-use crate::store::writer::{self, Counters, StoredOutcome, Unclaimed, Write, Writes};
-use crate::store::{
+use crate::writer::{self, Counters, StoredOutcome, Unclaimed, Write, Writes};
+use crate::{
     Claim, Durability, InputDigest, MAX_LISTED_OUTPUTS, MAX_QUEUED_WRITES, OutcomeFilter, Recorded,
     Store, StoreError, StoreEvent, StoreFuture, StoredOutput, now_millis, redacted,
 };
@@ -89,10 +89,8 @@ impl SqlStore {
     /// shared by the store's connections and by nothing else): nothing
     /// touches the disk, and what it keeps (outcomes, retained outputs,
     /// saved answers) lasts as long as the store. It keeps no progress or
-    /// audit events, which nothing could read back. What a [`Host`] uses
+    /// audit events, which nothing could read back. What a `toolhost::Host` uses
     /// when it is given neither a store nor a state directory.
-    ///
-    /// [`Host`]: crate::Host
     pub async fn in_memory() -> Result<SqlStore, StoreError> {
         // SQLite's memdb VFS: a name starting with `/` is one database
         // shared by every connection of this process that opens it, with
