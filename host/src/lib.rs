@@ -133,24 +133,20 @@
 
 // The layers below this crate, under the names their modules had when they
 // were modules of it.
+pub use toolhost_core::{config, manifest, permission, registry};
+use toolhost_core::{output, sink};
 use toolhost_model as model;
 use toolhost_model::error;
 pub use toolhost_model::files;
 pub use toolhost_store as store;
 
 mod code;
-pub mod config;
 mod facade;
 pub mod limits;
-pub mod manifest;
 mod net;
 #[cfg(feature = "oci")]
 pub mod oci;
-mod output;
-pub mod permission;
-pub mod registry;
 mod settle;
-mod sink;
 mod wasm;
 
 #[cfg(feature = "bench")]

@@ -146,12 +146,12 @@ async fn in_worker(
     wasm: &[u8],
     limits: CompileLimits,
 ) -> Result<Built, Error> {
-    let mut command = tokio::process::Command::new(&worker.program);
+    let mut command = tokio::process::Command::new(worker.program());
     if urgency == Urgency::Background {
         lower_priority(&mut command);
     }
     let mut child = command
-        .args(&worker.args)
+        .args(worker.args())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -160,7 +160,7 @@ async fn in_worker(
         .map_err(|e| {
             let message = format!(
                 "cannot start the compile worker {}: {e}",
-                worker.program.display()
+                worker.program().display()
             );
             Error::engine_caused(message, e)
         })?;

@@ -138,7 +138,7 @@ pub(crate) fn new_store(
 ) -> Result<Store<StoreState>, Error> {
     let stdout = LogBuffer::default();
     let stderr = LogBuffer::default();
-    let wasi = grants.wasi_ctx(&stdout, &stderr)?;
+    let wasi = crate::wasm::wasi::wasi_ctx(grants, &stdout, &stderr)?;
     let mounts = grants
         .dirs
         .iter()

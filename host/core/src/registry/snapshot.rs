@@ -28,18 +28,18 @@ pub struct CatalogEntry {
 /// location's over the application's. A higher placement shadows a lower
 /// one (R5, R35); within one, the latest registration wins (R3).
 #[derive(Debug, Clone)]
-pub(crate) struct Overlay {
+pub struct Overlay {
     placements: Vec<Arc<Placement>>,
 }
 
 impl Overlay {
     /// The overlay of `placements`, highest first.
-    pub(crate) fn new(placements: Vec<Arc<Placement>>) -> Overlay {
+    pub fn new(placements: Vec<Arc<Placement>>) -> Overlay {
         Overlay { placements }
     }
 
     /// This overlay with `placement` put above all of it.
-    pub(crate) fn under(&self, placement: Arc<Placement>) -> Overlay {
+    pub fn under(&self, placement: Arc<Placement>) -> Overlay {
         let mut placements = vec![placement];
         placements.extend(self.placements.iter().cloned());
         Overlay { placements }
@@ -47,7 +47,7 @@ impl Overlay {
 
     /// The effective tool for `name`: the highest placement that has it,
     /// and in it the latest registration.
-    pub(crate) fn effective(&self, name: &str) -> Option<Tool> {
+    pub fn effective(&self, name: &str) -> Option<Tool> {
         self.placements
             .iter()
             .find_map(|p| p.effective(name))
@@ -56,7 +56,7 @@ impl Overlay {
 
     /// Every active registration of every name, sorted by name, with the
     /// winner first for each name and the rest marked shadowed.
-    pub(crate) fn catalog(&self) -> Vec<CatalogEntry> {
+    pub fn catalog(&self) -> Vec<CatalogEntry> {
         let mut all: Vec<CatalogEntry> = Vec::new();
         for placement in &self.placements {
             let mut listing = placement.listing();
@@ -84,7 +84,8 @@ impl Overlay {
         all
     }
 
-    pub(crate) fn capture(&self, options: &SnapshotOptions) -> CapturedTools {
+    /// The effective tools of this overlay, filtered by `options`.
+    pub fn capture(&self, options: &SnapshotOptions) -> CapturedTools {
         let mut tools = BTreeMap::new();
         let callable = |name: &str| options.callable.as_ref().is_none_or(|c| c.allows(name));
         for entry in self.catalog().into_iter().filter(|e| !e.shadowed) {
@@ -155,21 +156,20 @@ impl std::fmt::Debug for ToolFilter {
 /// advertised. Definitions are made from them when first asked for: a
 /// snapshot taken only to settle a call never copies its tools' schemas.
 #[derive(Debug, Clone)]
-pub(crate) struct CapturedTools {
-    pub(crate) tools: BTreeMap<String, Tool>,
+pub struct CapturedTools {
+    /// The effective tools by name.
+    pub tools: BTreeMap<String, Tool>,
     /// Advertised names, sorted; each is a key of `tools`.
     advertised: Vec<String>,
     definitions: OnceLock<Vec<ToolDefinition>>,
-    pub(crate) final_step: bool,
+    /// Whether this is the agent's final step: definitions kept, every
+    /// call rejected (R11).
+    pub final_step: bool,
 }
 
 impl CapturedTools {
     /// `tools`, of which `advertised` (sorted; keys of `tools`) are shown.
-    pub(crate) fn new(
-        tools: BTreeMap<String, Tool>,
-        advertised: Vec<String>,
-        final_step: bool,
-    ) -> Self {
+    pub fn new(tools: BTreeMap<String, Tool>, advertised: Vec<String>, final_step: bool) -> Self {
         debug_assert!(advertised.is_sorted() && advertised.iter().all(|n| tools.contains_key(n)));
         Self {
             tools,
@@ -180,12 +180,12 @@ impl CapturedTools {
     }
 
     /// The advertised names, sorted.
-    pub(crate) fn advertised(&self) -> &[String] {
+    pub fn advertised(&self) -> &[String] {
         &self.advertised
     }
 
     /// The advertised definitions, sorted by name; made on first use.
-    pub(crate) fn definitions(&self) -> &[ToolDefinition] {
+    pub fn definitions(&self) -> &[ToolDefinition] {
         self.definitions.get_or_init(|| {
             self.advertised
                 .iter()
@@ -195,7 +195,7 @@ impl CapturedTools {
     }
 
     /// Adds `tool` as `name`, advertised.
-    pub(crate) fn advertise(&mut self, name: &str, tool: Tool) {
+    pub fn advertise(&mut self, name: &str, tool: Tool) {
         if let Err(at) = self.advertised.binary_search_by(|n| n.as_str().cmp(name)) {
             self.advertised.insert(at, name.to_owned());
         }

@@ -40,7 +40,7 @@ impl DirGrant {
     }
 
     /// Where the guest sees the directory: `guest`, else the host path.
-    pub(crate) fn guest_path(&self) -> String {
+    pub fn guest_path(&self) -> String {
         self.guest
             .clone()
             .unwrap_or_else(|| self.host.to_string_lossy().into_owned())

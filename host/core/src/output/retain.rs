@@ -16,7 +16,7 @@ pub const DEFAULT_RETENTION_QUOTA: u64 = 1 << 30;
 pub const DEFAULT_MEMORY_RETENTION_QUOTA: u64 = 64 << 20;
 
 /// Prefix of every retained-output reference.
-pub(crate) const REFERENCE_PREFIX: &str = "toolhost-output:";
+pub const REFERENCE_PREFIX: &str = "toolhost-output:";
 
 /// Hex digits in an output id: a random (v4) UUID in simple form, so ids
 /// are unguessable.
@@ -24,15 +24,15 @@ const ID_LEN: usize = 32;
 
 /// How much retained output the store keeps, and for how long.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Retention {
+pub struct Retention {
     /// Bytes all retained outputs may take together.
-    pub(crate) quota: u64,
+    pub quota: u64,
     /// How long each is kept.
-    pub(crate) age: Duration,
+    pub age: Duration,
 }
 
 /// A fresh random output id and its reference.
-pub(crate) fn new_reference() -> (String, String) {
+pub fn new_reference() -> (String, String) {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let reference = format!("{REFERENCE_PREFIX}{id}");
     (id, reference)
@@ -40,7 +40,7 @@ pub(crate) fn new_reference() -> (String, String) {
 
 /// The id in a reference (`toolhost-output:<id>`, or the bare id), if it is
 /// one of ours.
-pub(crate) fn id_of(reference: &str) -> Option<&str> {
+pub fn id_of(reference: &str) -> Option<&str> {
     let id = reference
         .strip_prefix(REFERENCE_PREFIX)
         .unwrap_or(reference);

@@ -36,7 +36,7 @@
 //! effect = "allow"              # allow | deny | ask
 //! ```
 
-pub(crate) mod mcp;
+pub mod mcp;
 
 pub mod units;
 

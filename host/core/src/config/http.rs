@@ -120,14 +120,7 @@ fn parse_host(host: &str) -> Option<Host> {
 
 impl HttpGrant {
     /// Whether this grant covers `method` on `scheme://host:port/path`.
-    pub(crate) fn covers(
-        &self,
-        method: &str,
-        scheme: &str,
-        host: &str,
-        port: u16,
-        path: &str,
-    ) -> bool {
+    pub fn covers(&self, method: &str, scheme: &str, host: &str, port: u16, path: &str) -> bool {
         let default_port = if scheme == "https" { 443 } else { 80 };
         self.scheme == scheme
             && self.port.unwrap_or(default_port) == port
@@ -158,7 +151,7 @@ impl HttpGrant {
     /// Whether this grant lets `host` reach `ip` even if it is loopback or
     /// private: only when the grant names that IP literally, or `localhost`
     /// for a loopback address.
-    pub(crate) fn may_reach(&self, ip: IpAddr) -> bool {
+    pub fn may_reach(&self, ip: IpAddr) -> bool {
         match &self.host {
             Host::Ip(granted) => *granted == ip,
             Host::Localhost => ip.is_loopback(),

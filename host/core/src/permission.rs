@@ -157,11 +157,8 @@ impl fmt::Debug for Policy {
 }
 
 impl Policy {
-    pub(crate) fn new(
-        rules: Rules,
-        approver: Option<Arc<dyn Approver>>,
-        store: Arc<StoreSlot>,
-    ) -> Policy {
+    /// The host's policy: its rules and approver, answers saved in `store`.
+    pub fn new(rules: Rules, approver: Option<Arc<dyn Approver>>, store: Arc<StoreSlot>) -> Policy {
         Policy {
             rules,
             approver,
@@ -249,7 +246,7 @@ impl Policy {
     /// `unmatched` (an HTTP request within a granted origin is allowed: the
     /// grant is the user's consent). Saved answers turn an "ask" into an
     /// allow, never a deny rule.
-    pub(crate) async fn decide_unmatched(
+    pub async fn decide_unmatched(
         &self,
         request: &PermissionRequest,
         call_approver: Option<&Arc<dyn Approver>>,

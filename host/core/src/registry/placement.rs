@@ -15,8 +15,10 @@ use crate::model::tool::{NameError, Tool, normalize_name};
 static NEXT_REGISTRATION: AtomicU64 = AtomicU64::new(1);
 
 /// Why a `register` call changed nothing.
+///
+/// Not `#[non_exhaustive]`: each refusal is one the WIT world's
+/// `registration-error` names, so a new one is a change of the contract.
 #[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
 pub enum RegistrationError {
     /// A name cannot be normalized into a valid effective name (R1).
     #[error("tool `{tool}`: {source}")]
@@ -66,7 +68,7 @@ pub enum Level {
 }
 
 /// One level's registrations.
-pub(crate) struct Placement {
+pub struct Placement {
     pub(super) level: Level,
     entries: Mutex<Vec<Entry>>,
 }
@@ -78,7 +80,8 @@ struct Entry {
 }
 
 impl Placement {
-    pub(crate) fn new(level: Level) -> Arc<Placement> {
+    /// An empty placement at `level`.
+    pub fn new(level: Level) -> Arc<Placement> {
         Arc::new(Placement {
             level,
             entries: Mutex::new(Vec::new()),
@@ -102,7 +105,7 @@ impl Placement {
 
     /// Registers `tools` atomically (R2): every name is checked before any is
     /// inserted.
-    pub(crate) fn register(
+    pub fn register(
         self: &Arc<Self>,
         tools: Vec<(String, Tool)>,
     ) -> Result<Registration, RegistrationError> {

@@ -39,17 +39,27 @@ impl Default for CompileLimits {
 
 /// A program that compiles plugins in processes of their own, so a compile
 /// that passes its limits is killed rather than left running. Run with its
-/// arguments, it must call [`crate::compile_worker`] and exit with what it
+/// arguments, it must call `toolhost::compile_worker` and exit with what it
 /// returns; it must link this same `toolhost` (the artifact it makes is
 /// checked against the host's engine). The `toolhost` CLI is one:
 /// `toolhost __compile-worker`.
 #[derive(Debug, Clone)]
 pub struct CompileWorker {
-    pub(crate) program: PathBuf,
-    pub(crate) args: Vec<OsString>,
+    program: PathBuf,
+    args: Vec<OsString>,
 }
 
 impl CompileWorker {
+    /// The program the worker runs.
+    pub fn program(&self) -> &std::path::Path {
+        &self.program
+    }
+
+    /// The arguments it is given before the request.
+    pub fn args(&self) -> &[OsString] {
+        &self.args
+    }
+
     /// The program to run, with no arguments yet.
     pub fn new(program: impl Into<PathBuf>) -> CompileWorker {
         CompileWorker {

@@ -4,10 +4,10 @@
 use crate::model::budget::OutputBounds;
 
 /// Bytes of the byte limit kept free for the omission marker.
-pub(crate) const MARKER_ROOM: usize = 256;
+pub const MARKER_ROOM: usize = 256;
 
 /// Lines of the line limit kept free for the omission marker.
-pub(crate) const MARKER_LINES: usize = 2;
+pub const MARKER_LINES: usize = 2;
 
 /// Counts lines: line breaks, plus one for a final line without a break.
 pub fn count_lines(text: &str) -> usize {
@@ -21,7 +21,7 @@ pub fn within(text: &str, bounds: &OutputBounds) -> bool {
 }
 
 /// The omission marker that replaces the middle of a bounded text.
-pub(crate) fn marker(omitted_bytes: usize, omitted_lines: usize, reference: &str) -> String {
+pub fn marker(omitted_bytes: usize, omitted_lines: usize, reference: &str) -> String {
     format!(
         "[... {omitted_lines} lines ({omitted_bytes} bytes) omitted; full output retained as {reference} ...]\n"
     )
@@ -29,7 +29,7 @@ pub(crate) fn marker(omitted_bytes: usize, omitted_lines: usize, reference: &str
 
 /// The marker that stands for the text parts after a cut, retained
 /// together (joined by newlines).
-pub(crate) fn parts_marker(parts: usize, bytes: usize, reference: &str) -> String {
+pub fn parts_marker(parts: usize, bytes: usize, reference: &str) -> String {
     format!(
         "[... {parts} more text parts ({bytes} bytes) omitted; full text retained as {reference} ...]\n"
     )

@@ -34,7 +34,8 @@ impl ScopeState {
 }
 
 impl Scope {
-    pub(crate) fn new(placement: Arc<Placement>) -> Scope {
+    /// A scope of its own in `placement`.
+    pub fn new(placement: Arc<Placement>) -> Scope {
         Scope {
             placement,
             outer: None,
@@ -43,7 +44,7 @@ impl Scope {
     }
 
     /// A scope within `outer`, registering into the same placement.
-    pub(crate) fn within(outer: &Arc<Scope>) -> Scope {
+    pub fn within(outer: &Arc<Scope>) -> Scope {
         Scope {
             placement: outer.placement.clone(),
             outer: Some(outer.clone()),
@@ -56,7 +57,7 @@ impl Scope {
     }
 
     /// The placement it registers into.
-    pub(crate) fn placement(&self) -> &Arc<Placement> {
+    pub fn placement(&self) -> &Arc<Placement> {
         &self.placement
     }
 
@@ -95,7 +96,7 @@ impl Scope {
     }
 
     /// Whether any registration made through this scope is still open.
-    pub(crate) fn has_open_registrations(&self) -> bool {
+    pub fn has_open_registrations(&self) -> bool {
         let state = self.lock();
         state
             .registrations

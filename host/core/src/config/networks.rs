@@ -15,12 +15,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 /// One row of the table.
-pub(crate) struct Row {
-    pub(crate) net: IpNet,
+#[derive(Debug)]
+pub struct Row {
+    /// The block.
+    pub net: IpNet,
     /// The registry's name for the block.
-    pub(crate) name: &'static str,
+    pub name: &'static str,
     /// Where the block is defined.
-    pub(crate) rfc: &'static str,
+    pub rfc: &'static str,
     decision: Decision,
 }
 
@@ -67,7 +69,7 @@ const fn row(net: IpNet, name: &'static str, rfc: &'static str, decision: Decisi
 
 /// Every row, with why it is decided so where the name does not say.
 #[rustfmt::skip]
-pub(crate) const ROWS: &[Row] = &[
+pub const ROWS: &[Row] = &[
     // IPv4 address space: unicast is public unless a row below says not.
     row(v4(0, 0, 0, 0, 0), "IPv4 unicast", "RFC 791", Public),
     row(v4(224, 0, 0, 0, 4), "Multicast", "RFC 5771", Internal),
@@ -153,7 +155,7 @@ pub(crate) const ROWS: &[Row] = &[
 
 /// The most specific row holding `ip` (the address-space rows hold every
 /// address).
-pub(crate) fn row_of(ip: IpAddr) -> Option<&'static Row> {
+pub fn row_of(ip: IpAddr) -> Option<&'static Row> {
     ROWS.iter()
         .filter(|row| row.net.contains(&ip))
         .max_by_key(|row| row.net.prefix_len())
@@ -161,7 +163,7 @@ pub(crate) fn row_of(ip: IpAddr) -> Option<&'static Row> {
 
 /// Whether `ip` is not the public internet, so reachable only by a grant of
 /// that IP literal (or `localhost`, for loopback).
-pub(crate) fn is_internal(ip: IpAddr) -> bool {
+pub fn is_internal(ip: IpAddr) -> bool {
     match (row_of(ip).map(|row| row.decision), ip) {
         (Some(Public), _) => false,
         (Some(Embedded(at)), IpAddr::V6(v6)) => is_internal(IpAddr::V4(embedded(v6, at))),

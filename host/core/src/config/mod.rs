@@ -5,12 +5,12 @@
 //! them.
 
 pub mod authority;
-pub(crate) mod compile;
-pub(crate) mod grants;
-pub(crate) mod http;
-pub(crate) mod mcp;
-pub(crate) mod networks;
-pub(crate) mod plugin;
+pub mod compile;
+pub mod grants;
+pub mod http;
+pub mod mcp;
+pub mod networks;
+pub mod plugin;
 
 pub use crate::model::budget::{HttpLimits, OutputBounds};
 pub use compile::{CompileLimits, CompileWorker};

@@ -2,11 +2,11 @@
 //! snapshot each model request captures (R8-R12). It holds [`Tool`] values
 //! only; it never runs them.
 //!
-//! [`Tool`]: crate::Tool
+//! [`Tool`]: toolhost_model::tool::Tool
 
-pub(crate) mod placement;
-pub(crate) mod scope;
-pub(crate) mod snapshot;
+pub mod placement;
+pub mod scope;
+pub mod snapshot;
 
 pub use crate::model::tool::{NameError, RESERVED_NAME, normalize_name};
 pub use placement::{Level, Registration, RegistrationError};

@@ -20,7 +20,7 @@ pub struct PluginOptions {
     /// Budget overrides for this plugin's calls. Default: the host's budget.
     pub overrides: BudgetOverrides,
     /// Calls of this plugin in flight at once. Default: the host's
-    /// concurrency ([`crate::limits::DEFAULT_CONCURRENCY`]).
+    /// concurrency (`toolhost::limits::DEFAULT_CONCURRENCY`).
     pub concurrency: Option<usize>,
     /// WASI capabilities. Default: none.
     pub grants: Grants,
@@ -31,7 +31,7 @@ pub struct PluginOptions {
     /// Outbound HTTP limits of its calls. Default: the host's.
     pub http_limits: Option<HttpLimits>,
     /// Bounds on compiling it. Default: [`CompileLimits::default`]
-    /// ([`crate::limits::DEFAULT_COMPILE_TIMEOUT`], [`crate::limits::DEFAULT_COMPILE_MEMORY`]).
+    /// (`toolhost::limits::DEFAULT_COMPILE_TIMEOUT`, `toolhost::limits::DEFAULT_COMPILE_MEMORY`).
     pub compile: CompileLimits,
 }
 
