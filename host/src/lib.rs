@@ -145,7 +145,7 @@ mod facade;
 pub mod limits;
 mod net;
 #[cfg(feature = "oci")]
-pub mod oci;
+pub use toolhost_oci as oci;
 mod settle;
 mod wasm;
 

@@ -2,7 +2,8 @@
 //! grants, HTTP grants and blocked networks, compile limits, MCP servers),
 //! manifests (TOML into configuration), permission rules and the policy
 //! that applies them, the registry of tools and their snapshots, output
-//! bounding and retention, and the JSON Lines event log.
+//! bounding and retention, the JSON Lines event log, and the TLS client
+//! configuration outbound connections share.
 //!
 //! It depends on `toolhost-model` and `toolhost-store` (saved permission
 //! answers, retained outputs), and nothing here runs a guest. Embedders
@@ -18,6 +19,7 @@ pub mod output;
 pub mod permission;
 pub mod registry;
 pub mod sink;
+pub mod tls;
 
 // The crates below under the names their modules had when these were
 // modules of `toolhost`.

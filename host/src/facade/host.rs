@@ -16,7 +16,6 @@ use crate::model::budget::{Budget, DEFAULT_CONCURRENCY, HttpLimits, OutputBounds
 use crate::model::event::EventSink;
 use crate::model::hook::AfterHook;
 use crate::model::source::PluginSource;
-use crate::net::tls::client_config;
 use crate::output::retain::{
     DEFAULT_MEMORY_RETENTION_QUOTA, DEFAULT_RETENTION, DEFAULT_RETENTION_QUOTA, Retention,
 };
@@ -29,6 +28,7 @@ use crate::wasm::cache::{CompileCache, DEFAULT_CACHE_LIMIT, default_cache_dir};
 use crate::wasm::engine::{DEFAULT_MAX_INSTANCES, Runtime};
 use crate::wasm::load::{Loader, Plugin, PluginDefaults};
 use crate::wasm::warm::WarmSettings;
+use toolhost_core::tls::client_config;
 
 /// Builds a [`Host`]. Every setting has a documented default; every
 /// capability starts denied; the host does no I/O it was not asked for.

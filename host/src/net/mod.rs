@@ -11,7 +11,6 @@
 
 mod path;
 mod send;
-pub(crate) mod tls;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -12,9 +12,7 @@ use crate::error::Error;
 
 /// A client configuration trusting the webpki roots and the PEM
 /// certificates in `extra_roots`.
-pub(crate) fn client_config(
-    extra_roots: &[impl AsRef<Path>],
-) -> Result<Arc<rustls::ClientConfig>, Error> {
+pub fn client_config(extra_roots: &[impl AsRef<Path>]) -> Result<Arc<rustls::ClientConfig>, Error> {
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for file in extra_roots {

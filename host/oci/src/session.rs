@@ -569,7 +569,7 @@ mod tests {
 
     use super::super::test_registry::{artifact, hostile, ok, unsigned};
     use super::*;
-    use crate::oci::Credentials;
+    use crate::Credentials;
 
     #[tokio::test]
     async fn r41_a_manifest_past_its_bound_is_refused_while_it_arrives() {
@@ -605,7 +605,7 @@ mod tests {
                 let _ = std::io::Write::write_all(&mut stream, b"HTTP/1.1 400 no\r\n\r\n");
             }
         });
-        let tls = crate::net::tls::client_config(&[] as &[&std::path::Path]).unwrap();
+        let tls = toolhost_core::tls::client_config(&[] as &[&std::path::Path]).unwrap();
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured((*tls).clone())
             .build()

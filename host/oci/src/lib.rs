@@ -18,6 +18,12 @@
 //! content store), `lock`, `trust`, `sign` (key pairs) and `keyless`
 //! (Sigstore bundles). Built on oci-client and reqwest (HTTP), ring
 //! (digests, ECDSA) and sigstore-verify (bundles).
+//!
+//! A crate of its own above `toolhost-model` (its only Toolhost
+//! dependency), with no wasm runtime: the runtime loads what it pulls, and
+//! embedders reach it as `toolhost::oci` (feature `oci`).
+
+#![deny(missing_docs)]
 
 mod credentials;
 mod keyless;
@@ -39,6 +45,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
+// The model crate under the names its modules had when this was a module
+// of `toolhost`.
+use toolhost_model::{self as model, error, files};
 
 pub use credentials::Credentials;
 pub use keyless::{KeylessSigner, MAX_SIGSTORE_BUNDLE_BYTES, SigstoreRoot};
@@ -96,7 +105,7 @@ fn sha256_digest(bytes: &[u8]) -> String {
 /// Where plugins come from and whom to trust: the local content store,
 /// the trust policy, TLS roots, plain-HTTP registries, credentials and an
 /// optional lock file. Give it to
-/// [`HostBuilder::distribution`](crate::HostBuilder::distribution) so
+/// `toolhost::HostBuilder::distribution` so
 /// `oci://` paths load; use it alone to push, lock and inspect.
 ///
 /// Talking to a registry needs a process-wide rustls crypto provider
