@@ -138,20 +138,19 @@ use toolhost_core::{output, sink};
 use toolhost_model as model;
 use toolhost_model::error;
 pub use toolhost_model::files;
+use toolhost_runtime::wasm;
 pub use toolhost_store as store;
 
 mod code;
 mod facade;
 pub mod limits;
-mod net;
 #[cfg(feature = "oci")]
 pub use toolhost_oci as oci;
 mod settle;
-mod wasm;
 
 #[cfg(feature = "bench")]
 #[doc(hidden)]
-pub mod bench_support;
+pub use toolhost_runtime::bench_support;
 
 pub use error::{CompileLimit, Error, GrantError, LoadError, OciError, Unsupported};
 pub use facade::host::{Host, HostBuilder};

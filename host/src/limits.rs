@@ -15,7 +15,9 @@ pub use crate::model::budget::{
 pub use crate::wasm::store::{MAX_HANDLES_PER_CALL, MAX_HOST_COPY_BYTES};
 
 // A Code Mode program.
-pub use crate::code::imports::{MAX_CONSOLE_BYTES, MAX_PROGRAM_CALLS, MAX_PROGRAM_CALLS_IN_FLIGHT};
+pub use crate::wasm::code::imports::{
+    MAX_CONSOLE_BYTES, MAX_PROGRAM_CALLS, MAX_PROGRAM_CALLS_IN_FLIGHT,
+};
 
 // What a result may carry.
 pub use crate::model::budget::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, DEFAULT_MAX_MACHINE_OUTPUT};

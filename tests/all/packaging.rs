@@ -7,9 +7,9 @@ use std::path::Path;
 #[test]
 fn the_crates_wit_copies_are_identical_to_wit() {
     let copies = [
-        ("wit/v0.1/world.wit", "host/wit/v0.1/world.wit"),
+        ("wit/v0.1/world.wit", "host/runtime/wit/v0.1/world.wit"),
         ("wit/v0.1/world.wit", "guest-sdk/wit/v0.1/world.wit"),
-        ("wit/code/world.wit", "host/wit/code/world.wit"),
+        ("wit/code/world.wit", "host/runtime/wit/code/world.wit"),
         ("wit/code/world.wit", "code-mode/wit/world.wit"),
     ];
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();

@@ -137,9 +137,9 @@ fn every_kept_world_is_in_the_host_and_has_a_fixture() {
     let kept = versions(&root.join("wit"));
     assert!(kept.contains("v0.1"), "{kept:?}");
     assert_eq!(
-        versions(&root.join("host/wit")),
+        versions(&root.join("host/runtime/wit")),
         kept,
-        "host/wit must hold every kept world of wit/ (the host loads them all), and no other"
+        "host/runtime/wit must hold every kept world of wit/ (the host loads them all), and no other"
     );
     let sdk = versions(&root.join("guest-sdk/wit"));
     assert!(

@@ -9,12 +9,13 @@
 //! no output schema), or rejects with its failure. `console.log` lines and
 //! the returned value (as JSON) are `execute`'s content.
 
-mod compiling;
 mod declarations;
 mod descriptions;
-pub(crate) mod imports;
-pub(crate) mod interpreter;
 mod tool;
+
+// The interpreter's wasm side is the runtime's; these are Code Mode's
+// names for its parts.
+use toolhost_runtime::wasm::code::{compiling, imports, interpreter};
 
 use std::sync::Arc;
 

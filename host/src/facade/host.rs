@@ -395,11 +395,9 @@ impl HostBuilder {
         let store = Arc::new(store);
         Ok(Host {
             inner: Arc::new(HostInner {
-                loader: Arc::new(Loader {
+                loader: Arc::new(Loader::new(
                     runtime,
-                    #[cfg(feature = "oci")]
-                    distribution: self.distribution,
-                    defaults: PluginDefaults {
+                    PluginDefaults {
                         budget: self.budget,
                         concurrency: self.concurrency,
                         warm: self.warm,
@@ -407,7 +405,9 @@ impl HostBuilder {
                         http_limits: self.http_limits,
                         tls: client_config(&self.http_roots)?,
                     },
-                }),
+                    #[cfg(feature = "oci")]
+                    self.distribution,
+                )),
                 pipeline: Arc::new(Pipeline {
                     budget: self.budget,
                     bounds: self.bounds,

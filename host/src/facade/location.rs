@@ -236,14 +236,14 @@ impl Location {
     /// The TLS configuration the host's outbound clients use (its roots and
     /// any CA the embedder added), for tool sources that connect out.
     pub fn client_tls(&self) -> Arc<rustls::ClientConfig> {
-        self.loader.defaults.tls.clone()
+        self.loader.defaults().tls.clone()
     }
 
     /// The host's permission policy (rules, approver, saved answers), which
     /// a tool source outside this crate narrows with
     /// [`Policy::for_plugin`].
     pub fn policy(&self) -> &Policy {
-        &self.loader.defaults.policy
+        &self.loader.defaults().policy
     }
 
     /// The budget of tools that carry none of their own.

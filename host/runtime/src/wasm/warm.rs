@@ -99,9 +99,11 @@ impl EveryWarm {
 /// How many instances a plugin makes ahead, and how long it keeps them
 /// without a call.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct WarmSettings {
-    pub(crate) count: usize,
-    pub(crate) idle: Duration,
+pub struct WarmSettings {
+    /// Instances kept made ahead, per plugin.
+    pub count: usize,
+    /// How long an unused one is kept.
+    pub idle: Duration,
 }
 
 impl Default for WarmSettings {

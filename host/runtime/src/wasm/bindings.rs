@@ -15,6 +15,7 @@ use crate::model::approval::PermissionDenied;
 use crate::registry::placement::{Registration, RegistrationError};
 
 /// `toolhost:plugin@0.1.x`, from `wit/v0.1`.
+#[allow(missing_docs)] // generated from the WIT, documented there
 pub(crate) mod v0_1 {
     wasmtime::component::bindgen!({
         path: "wit/v0.1",
@@ -40,7 +41,7 @@ pub(crate) mod v0_1 {
 
 // The newest kept world, which the rest of the host names through this
 // module (`bindings::toolhost::plugin::…`, `bindings::ToolPluginPre`).
-pub(crate) use v0_1::*;
+pub use v0_1::*;
 
 /// The WIT package this host implements.
 pub const WIT_PACKAGE: &str = "toolhost:plugin";
@@ -85,8 +86,10 @@ impl From<RegistrationError> for RegisterError {
 }
 
 /// A refused permission request, or a trap.
-pub(crate) enum PermissionError {
+pub enum PermissionError {
+    /// The rules or the approver refused.
     Denied(PermissionDenied),
+    /// The host could not ask: the guest traps.
     Trap(wasmtime::Error),
 }
 

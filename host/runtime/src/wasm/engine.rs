@@ -73,7 +73,7 @@ impl Backend {
 }
 
 /// The engines plus what every plugin is compiled and instantiated with.
-pub(crate) struct Runtime {
+pub struct Runtime {
     /// Cranelift's: every plugin's code in the end.
     pub(crate) optimized: Backend,
     /// Winch's, when plugins are compiled in tiers: a plugin's first code,
@@ -94,7 +94,9 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
-    pub(crate) fn new(
+    /// The engines (one per compile tier) and their linker, under the
+    /// pooling allocator's limits.
+    pub fn new(
         max_instances: u32,
         cache: Option<CompileCache>,
         worker: Option<CompileWorker>,

@@ -6,20 +6,22 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::code::interpreter::Interpreter;
 use crate::error::Error;
+use crate::wasm::code::interpreter::Interpreter;
 use crate::wasm::engine::Runtime;
 
 /// The interpreter once compiled, or why it could not be.
 type Compiled = Option<Result<Arc<Interpreter>, String>>;
 
-pub(super) struct Compiling {
+/// The interpreter compiling in the background, then ready (or failed).
+#[allow(missing_debug_implementations)] // a channel, nothing to show
+pub struct Compiling {
     ready: watch::Receiver<Compiled>,
 }
 
 impl Compiling {
     /// Starts compiling `wasm` (or loading it from the compile cache).
-    pub(super) fn start(runtime: Arc<Runtime>, wasm: Vec<u8>) -> Result<Compiling, Error> {
+    pub fn start(runtime: Arc<Runtime>, wasm: Vec<u8>) -> Result<Compiling, Error> {
         let (done, ready) = watch::channel(None);
         std::thread::Builder::new()
             .name("toolhost-code-mode".into())
@@ -36,12 +38,12 @@ impl Compiling {
     }
 
     /// Whether compiling has ended (ready, or failed).
-    pub(super) fn is_done(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         self.ready.borrow().is_some()
     }
 
     /// The interpreter, once it is ready.
-    pub(super) async fn get(&self) -> Result<Arc<Interpreter>, String> {
+    pub async fn get(&self) -> Result<Arc<Interpreter>, String> {
         let mut ready = self.ready.clone();
         match ready.wait_for(Option::is_some).await {
             Ok(compiled) => compiled.clone().expect("waited until it is set"),

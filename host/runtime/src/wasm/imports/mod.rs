@@ -1,9 +1,9 @@
 //! Host implementations of the world's imports, one interface per file, each
 //! on the narrow part of the store state it needs.
 
-pub(crate) mod call;
-pub(crate) mod filesystem;
-pub(crate) mod registry;
+pub mod call;
+pub mod filesystem;
+pub mod registry;
 
 use wasmtime::component::{HasData, Linker};
 
@@ -31,7 +31,7 @@ fn registry_view(state: &mut StoreState) -> registry::RegistryImport<'_> {
 }
 
 /// Adds WASI (p2), `wasi:http` and the Toolhost imports to `linker`.
-pub(crate) fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     filesystem::add_to_linker(linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;

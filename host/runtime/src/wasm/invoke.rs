@@ -266,7 +266,7 @@ fn parse_metadata(text: Option<String>, warnings: &mut Vec<String>) -> Option<Va
 /// Turns the guest's response into host values. Output that is not JSON is
 /// a contract violation: the guest promised JSON text. Output over its cap
 /// is refused before it is parsed (R28).
-pub(crate) fn convert(
+pub fn convert(
     r: wit::ToolResponse,
     max_output: usize,
     warnings: &mut Vec<String>,

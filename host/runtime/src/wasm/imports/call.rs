@@ -24,7 +24,7 @@ pub const MAX_PERMISSION_ITEMS: usize = 64;
 pub const MAX_PERMISSION_TEXT: usize = 4 << 10;
 
 /// What a call's store knows about its call.
-pub(crate) struct CallState {
+pub struct CallState {
     pub(crate) context: CallContext,
     /// The plugin's name, for saved permission answers.
     pub(crate) plugin: String,

@@ -22,7 +22,7 @@ const ENTRY_SUFFIX: &str = ".cwasm";
 
 /// A compile cache directory and its size cap.
 #[derive(Debug)]
-pub(crate) struct CompileCache {
+pub struct CompileCache {
     dir: PathBuf,
     limit: u64,
 }
@@ -45,7 +45,8 @@ impl Hasher for Blake3Hasher {
 }
 
 impl CompileCache {
-    pub(crate) fn new(dir: PathBuf, limit: u64) -> CompileCache {
+    /// A cache in `dir`, trimmed to about `limit` bytes.
+    pub fn new(dir: PathBuf, limit: u64) -> CompileCache {
         CompileCache { dir, limit }
     }
 
@@ -177,7 +178,7 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 
 /// The default compile cache: `$XDG_CACHE_HOME/toolhost` or
 /// `~/.cache/toolhost`; `None` when neither is known.
-pub(crate) fn default_cache_dir() -> Option<PathBuf> {
+pub fn default_cache_dir() -> Option<PathBuf> {
     std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

@@ -4,24 +4,25 @@
 //! classifying how a guest stopped, fair slots, and the host side of the
 //! plugin world's imports.
 
-pub(crate) mod activation;
-pub(crate) mod bindings;
-pub(crate) mod cache;
-pub(crate) mod classify;
-pub(crate) mod compile;
-pub(crate) mod engine;
-pub(crate) mod imports;
-pub(crate) mod invoke;
-pub(crate) mod load;
-pub(crate) mod preflight;
-pub(crate) mod retire;
-pub(crate) mod slots;
-pub(crate) mod stdio;
-pub(crate) mod store;
-pub(crate) mod tiers;
-pub(crate) mod warm;
-pub(crate) mod wasi;
-pub(crate) mod worker;
+pub mod activation;
+pub mod bindings;
+pub mod cache;
+pub mod classify;
+pub mod code;
+pub mod compile;
+pub mod engine;
+pub mod imports;
+pub mod invoke;
+pub mod load;
+pub mod preflight;
+pub mod retire;
+pub mod slots;
+pub mod stdio;
+pub mod store;
+pub mod tiers;
+pub mod warm;
+pub mod wasi;
+pub mod worker;
 
 /// An engine error from wasmtime's, kept as its source (an embedder can
 /// downcast it) with its whole chain in the message.

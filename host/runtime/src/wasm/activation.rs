@@ -40,7 +40,7 @@ impl Activation {
     /// Runs the plugin's `activate` under its budget, registering through
     /// `scope`, which the activation then owns. On failure everything it
     /// registered is closed again.
-    pub(crate) async fn start(plugin: &Plugin, scope: Scope) -> Result<Activation, Error> {
+    pub async fn start(plugin: &Plugin, scope: Scope) -> Result<Activation, Error> {
         let code = &plugin.code;
         let scope = Arc::new(scope);
         let tools_of = code.clone();

@@ -15,6 +15,8 @@ use crate::model::content::ContentPart;
 use crate::model::outcome::{Outcome, Settlement};
 use crate::wasm::bindings::ImportMisuse;
 
+/// The `toolhost:code` world's bindings, generated from `wit/code`.
+#[allow(missing_docs)] // generated from the WIT, documented there
 pub(crate) mod wit {
     wasmtime::component::bindgen!({
         path: "wit/code",
@@ -45,16 +47,19 @@ pub const MAX_PROGRAM_CALLS_IN_FLIGHT: usize = 64;
 pub const MAX_CONSOLE_BYTES: usize = 64 << 20;
 
 /// Settles one nested call and gives back its settlement.
-pub(crate) type Settler =
+pub type Settler =
     Arc<dyn Fn(NestedCall) -> Pin<Box<dyn Future<Output = Settlement> + Send>> + Send + Sync>;
 
 /// One call a program makes: which tool, with what input, and its number
 /// within the program (from 0).
 #[derive(Debug)]
-pub(crate) struct NestedCall {
-    pub(crate) tool: String,
-    pub(crate) input: String,
-    pub(crate) index: u32,
+pub struct NestedCall {
+    /// The tool's name.
+    pub tool: String,
+    /// Its input, JSON text.
+    pub input: String,
+    /// Its number within the program.
+    pub index: u32,
 }
 
 /// The interpreter's side of one program: its nested calls and console.

@@ -38,13 +38,19 @@ pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
 
 /// What a plugin inherits from its host unless its options say otherwise.
 #[derive(Debug, Clone)]
-pub(crate) struct PluginDefaults {
-    pub(crate) budget: Budget,
-    pub(crate) concurrency: usize,
-    pub(crate) warm: WarmSettings,
-    pub(crate) policy: Policy,
-    pub(crate) http_limits: HttpLimits,
-    pub(crate) tls: Arc<rustls::ClientConfig>,
+pub struct PluginDefaults {
+    /// The budget of each call.
+    pub budget: Budget,
+    /// Calls of one plugin at once.
+    pub concurrency: usize,
+    /// Instances made ahead of calls.
+    pub warm: WarmSettings,
+    /// The host's rules, approver and saved answers.
+    pub policy: Policy,
+    /// Outbound HTTP budgets.
+    pub http_limits: HttpLimits,
+    /// The TLS client configuration of outbound HTTP.
+    pub tls: Arc<rustls::ClientConfig>,
 }
 
 /// Everything a call of the plugin needs: compiled code and settings.
@@ -76,13 +82,13 @@ pub(crate) struct PluginCode {
 impl PluginCode {
     /// The code a call starting now runs: its store and instance must both
     /// come from it.
-    pub(crate) fn linked(&self) -> Arc<Linked> {
+    pub fn linked(&self) -> Arc<Linked> {
         self.current.borrow().linked.clone()
     }
 
     /// A fresh store for `linked` code of this plugin under `budget`, with
     /// its grants.
-    pub(crate) fn store(
+    pub fn store(
         &self,
         linked: &Linked,
         budget: &Budget,
@@ -178,7 +184,7 @@ impl Plugin {
     }
 
     /// How many instances are made ahead of its calls right now (see
-    /// [`HostBuilder::warm_instances`](crate::HostBuilder::warm_instances)).
+    /// `toolhost::HostBuilder::warm_instances`).
     pub fn warm_instances(&self) -> usize {
         self.code.warm.len()
     }
@@ -206,7 +212,7 @@ impl Plugin {
 }
 
 /// Loads plugins into one engine with the host's defaults.
-pub(crate) struct Loader {
+pub struct Loader {
     pub(crate) runtime: Arc<Runtime>,
     pub(crate) defaults: PluginDefaults,
     /// Where `oci://` plugins come from, if anywhere.
@@ -215,11 +221,30 @@ pub(crate) struct Loader {
 }
 
 impl Loader {
+    /// A loader compiling on `runtime`, giving plugins `defaults`.
+    pub fn new(
+        runtime: Arc<Runtime>,
+        defaults: PluginDefaults,
+        #[cfg(feature = "oci")] distribution: Option<crate::oci::Distribution>,
+    ) -> Loader {
+        Loader {
+            runtime,
+            defaults,
+            #[cfg(feature = "oci")]
+            distribution,
+        }
+    }
+
+    /// The defaults every plugin starts from (policy, TLS, budgets).
+    pub fn defaults(&self) -> &PluginDefaults {
+        &self.defaults
+    }
+
     /// Reads, checks and compiles the plugin `source` names on a blocking
     /// thread, so a long compile never stalls the async workers, and links
     /// it. A registry reference is first pulled, verified against the
     /// trust policy and stored by digest (R41); only then is it compiled.
-    pub(crate) async fn load(
+    pub async fn load(
         &self,
         source: &PluginSource,
         options: &PluginOptions,

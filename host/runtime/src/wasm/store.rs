@@ -2,8 +2,6 @@
 //! a Code Mode program's interpreter), and the memory limiter every store
 //! runs under.
 
-use std::any::Any;
-
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -13,6 +11,7 @@ use crate::config::grants::Grants;
 use crate::error::Error;
 use crate::model::budget::{Budget, FUEL_YIELD_INTERVAL};
 use crate::net::HttpHooks;
+use crate::wasm::code::imports::ProgramState;
 use crate::wasm::imports::call::CallState;
 use crate::wasm::imports::registry::ActivationState;
 use crate::wasm::stdio::LogBuffer;
@@ -34,7 +33,7 @@ const MAX_NOTES: usize = 16;
 /// Data of a store. Its one [`Role`] decides which imports are live: the
 /// registry only in an activation's store, the call imports only in a
 /// call's, the program imports only in an interpreter's.
-pub(crate) struct StoreState {
+pub struct StoreState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
@@ -81,11 +80,13 @@ impl WasiView for StoreState {
 
 /// What a store is for.
 pub(crate) enum Role {
+    /// An activation's: its `register` import is live.
     Activation(ActivationState),
+    /// A call's: its progress, permission and HTTP imports are live.
     Call(CallState),
-    /// A Code Mode program's interpreter. Its state is Code Mode's own
-    /// (a layer above), kept here until the program ends.
-    Program(Option<Box<dyn Any + Send>>),
+    /// A Code Mode program's interpreter, with the program's state until
+    /// it ends (boxed: the other roles stay small).
+    Program(Option<Box<ProgramState>>),
     /// An instance made ahead of a call (`warm.rs`): no Toolhost import is
     /// live until the call's state replaces this.
     Warm,
@@ -113,17 +114,17 @@ impl StoreState {
     }
 
     /// The program's state, in an interpreter's store, until it is taken.
-    pub(crate) fn program_mut<P: Any>(&mut self) -> Option<&mut P> {
+    pub(crate) fn program_mut(&mut self) -> Option<&mut ProgramState> {
         match &mut self.role {
-            Role::Program(program) => program.as_mut()?.downcast_mut(),
+            Role::Program(program) => program.as_deref_mut(),
             _ => None,
         }
     }
 
     /// Takes the program's state out, once the program has ended.
-    pub(crate) fn take_program<P: Any>(&mut self) -> Option<P> {
+    pub(crate) fn take_program(&mut self) -> Option<ProgramState> {
         match &mut self.role {
-            Role::Program(program) => program.take()?.downcast().ok().map(|p| *p),
+            Role::Program(program) => program.take().map(|p| *p),
             _ => None,
         }
     }
@@ -212,14 +213,15 @@ pub(crate) fn new_store_with(
 
 /// Enforces the memory limit and records the peak, per store.
 #[derive(Debug)]
-pub(crate) struct MemoryLimiter {
+pub struct MemoryLimiter {
     pub(crate) limit: u64,
     pub(crate) peak: u64,
     pub(crate) tripped: bool,
 }
 
 impl MemoryLimiter {
-    pub(crate) fn new(limit: u64) -> Self {
+    /// A limiter of one store's memories to `limit` bytes.
+    pub fn new(limit: u64) -> Self {
         MemoryLimiter {
             limit,
             peak: 0,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 
-pub use crate::output::preview::{count_lines, preview, within};
+pub use toolhost_core::output::preview::{count_lines, preview, within};
 
 use crate::model::budget::{FUEL_YIELD_INTERVAL, Usage};
 use crate::model::event::CallEvents;
@@ -177,7 +177,7 @@ impl Executor for WarmTool {
 /// Calls `tool` `n` times, each in a fresh instance of `plugin` exactly as
 /// settlement runs wasm calls, but without settlement; returns the total time.
 pub async fn fresh_calls(
-    plugin: &crate::Plugin,
+    plugin: &crate::wasm::load::Plugin,
     tool: &str,
     input: &str,
     n: u64,

@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker};
 use wasmtime_wasi::{HostWallClock, WasiCtxBuilder};
 
-use crate::code::imports::{self as import, ProgramImport, ProgramState, Settler, wit};
 use crate::error::Error;
 use crate::model::budget::{Budget, Usage};
 use crate::model::execution::Ended;
@@ -17,15 +16,16 @@ use crate::model::interrupt::interruptible;
 use crate::model::outcome::{FaultKind, HostFault, Interruption, Logs};
 use crate::model::plugin::PluginInfo;
 use crate::wasm::classify::{Stop, classify};
+use crate::wasm::code::imports::{self as import, ProgramImport, ProgramState, Settler, wit};
 use crate::wasm::engine::Runtime;
 use crate::wasm::invoke::{metered_usage, take_logs};
 use crate::wasm::stdio::LogBuffer;
 use crate::wasm::store::{Role, StoreState, Streams, new_store_with};
 
-pub(crate) use wit::toolhost::code::types::RunError;
+pub use wit::toolhost::code::types::RunError;
 
 /// The compiled, linked interpreter.
-pub(crate) struct Interpreter {
+pub struct Interpreter {
     pre: wit::InterpreterPre<StoreState>,
     max_instances: u32,
 }
@@ -49,7 +49,7 @@ impl Interpreter {
     /// How defects and events name the interpreter `wasm`: plugin
     /// `code-mode`, versioned by its digest. It is named before it is
     /// compiled, so `from_cache` is false.
-    pub(crate) fn info(wasm: &[u8]) -> PluginInfo {
+    pub fn info(wasm: &[u8]) -> PluginInfo {
         let digest = blake3::hash(wasm).to_hex().to_string();
         PluginInfo {
             name: "code-mode".into(),
@@ -61,7 +61,7 @@ impl Interpreter {
     }
 
     /// Runs `program` after `prelude` to its end.
-    pub(crate) async fn run(&self, run: ProgramRun<'_>) -> ProgramEnd {
+    pub async fn run(&self, run: ProgramRun<'_>) -> ProgramEnd {
         let stdout = LogBuffer::default();
         let stderr = LogBuffer::default();
         let streams = Streams {
@@ -82,7 +82,7 @@ impl Interpreter {
             Err(e) => return ProgramEnd::early(setup_fault(e.to_string()), run.started),
         };
         let raced = self.race(&mut store, &run).await;
-        let console = match store.data_mut().take_program::<ProgramState>() {
+        let console = match store.data_mut().take_program() {
             Some(program) => program.finish().await,
             None => String::new(),
         };
@@ -157,28 +157,38 @@ impl HostWallClock for StoppedClock {
 }
 
 /// What one program run needs.
-pub(crate) struct ProgramRun<'a> {
-    pub(crate) program: &'a str,
-    pub(crate) prelude: &'a str,
-    pub(crate) budget: Budget,
-    pub(crate) settler: Settler,
-    pub(crate) started: Instant,
-    pub(crate) deadline: Instant,
-    pub(crate) cancel: &'a CancellationToken,
+#[allow(missing_debug_implementations)] // holds a settler
+pub struct ProgramRun<'a> {
+    /// The model's program: the body of an async function.
+    pub program: &'a str,
+    /// What runs before it (the `tools` object's declarations).
+    pub prelude: &'a str,
+    /// The interpreter's budget.
+    pub budget: Budget,
+    /// Settles the program's tool calls.
+    pub settler: Settler,
+    /// When the `execute` call began.
+    pub started: Instant,
+    /// When it must end.
+    pub deadline: Instant,
+    /// Cancelled when the `execute` call is.
+    pub cancel: &'a CancellationToken,
     /// Cancels the nested calls; the settler gives it to each of them.
-    pub(crate) calls_cancel: CancellationToken,
+    pub calls_cancel: CancellationToken,
 }
 
 /// How a program ended, with what it consumed and printed.
 #[derive(Debug)]
-pub(crate) struct ProgramEnd {
+pub struct ProgramEnd {
     /// The JSON text it returned, or the error that ended it; or how the
     /// interpreter was stopped (an interruption, a defect or a host fault).
-    pub(crate) ended: Result<Result<String, RunError>, Ended>,
-    pub(crate) usage: Usage,
-    pub(crate) logs: Logs,
+    pub ended: Result<Result<String, RunError>, Ended>,
+    /// What the interpreter consumed.
+    pub usage: Usage,
+    /// What it printed to stdout and stderr.
+    pub logs: Logs,
     /// Its `console.log` lines, one per line, bounded.
-    pub(crate) console: String,
+    pub console: String,
 }
 
 impl ProgramEnd {
