@@ -110,24 +110,15 @@
 //!
 //! # Layers
 //!
-//! Inside the crate, a module imports only from its own layer or below
-//! (`cargo xtask layers` checks it and prints this list), bottom to top:
-//!
-//! 0. `model`: model types
-//! 1. `error`, `files`, `store`, `permission`: errors, bounded file
-//!    reading, the store, permission rules
-//! 2. `config`: configuration as data
-//! 3. `output`, `registry`, `sink`: output bounding and retention, the
-//!    registry, the event log
-//! 4. `manifest`: TOML into configuration
-//! 5. `wasm`, `net`, `native`: the wasm runtime, outbound HTTP, native tools
-//! 6. `settle`: settlement
-//! 7. `code`: Code Mode
-//! 8. `facade`: `Host`, `Location`, `Snapshot`
-//! 9. `bench_support`: benchmark support
-//!
-//! Above them all, in a crate of its own, `toolhost-mcp`: the MCP server
-//! and bridge.
+//! This crate is the top of the library's layers, each a crate that
+//! depends only on those below it (`cargo xtask layers` prints them):
+//! `toolhost-model` (model types, errors, native tools), `toolhost-store`
+//! (the store), `toolhost-core` (configuration, manifests, permission, the
+//! registry, output bounding, the event log), `toolhost-oci` (registries),
+//! `toolhost-runtime` (the wasm runtime, outbound HTTP, Code Mode's
+//! interpreter), then this one: settlement, Code Mode's `execute` tool and
+//! the facade. Embedders depend on this crate alone; it re-exports what
+//! they use. The MCP server and bridge are `toolhost-mcp`, above it.
 
 #![deny(missing_docs)]
 

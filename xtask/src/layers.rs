@@ -1,218 +1,164 @@
-//! `cargo xtask layers`: prints the library's layers, bottom to top, and
-//! checks that its modules import only from their own layer or below (also
-//! through the crate root's re-exports) and that no two modules import each
-//! other, even indirectly. [`LAYERS`] is the one list of the layers; the
-//! library's docs and the README show what this prints.
+//! `cargo xtask layers`: prints the library's crates, bottom to top, with
+//! their lines of Rust and the library crates each depends on, and fails if
+//! one depends on a crate above it. Cargo already refuses a circle; this
+//! holds the order itself (the store must not come to depend on the
+//! configuration layer, say, even though that would compile). [`CRATES`]
+//! is the one list of the layers; README.md and the crates' docs show it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+use serde_json::Value;
 
-/// The top-level modules of host/src, layer by layer, bottom to top: what
-/// each layer is for, and its modules.
-const LAYERS: &[(&str, &[&str])] = &[
-    ("model types", &["model"]),
+/// The library's crates, bottom to top: each depends only on crates before
+/// it. Their directories are under `host/`.
+const CRATES: &[(&str, &str)] = &[
     (
-        "errors, bounded file reading, the store, permission rules",
-        &["error", "files", "store", "permission"],
+        "toolhost-model",
+        "model types, errors, bounded file reading, native tools",
     ),
     (
-        "configuration: plugin options, grants, HTTP grants and blocked networks, compile limits, MCP servers",
-        &["config"],
+        "toolhost-store",
+        "the store: SQLite (file or memory), Postgres",
     ),
     (
-        "output bounding and retention, the registry, the event log",
-        &["output", "registry", "sink"],
+        "toolhost-core",
+        "configuration, manifests, permission, the registry, output bounding, the event log, TLS",
     ),
-    ("manifests: TOML into configuration", &["manifest"]),
     (
-        "the wasm runtime, outbound HTTP, native tools, plugins from OCI registries",
-        &["wasm", "net", "native", "oci"],
+        "toolhost-oci",
+        "plugins from OCI registries: pull, verify, push, sign, lock",
     ),
-    ("settlement", &["settle"]),
-    ("Code Mode", &["code"]),
-    ("the facade: Host, Location, Snapshot", &["facade"]),
-    ("benchmark support", &["bench_support"]),
-    ("the crate root: docs and re-exports", &["limits"]),
+    (
+        "toolhost-runtime",
+        "the wasm runtime, outbound HTTP, Code Mode's interpreter",
+    ),
+    (
+        "toolhost",
+        "settlement, Code Mode's execute tool, the facade: what embedders use",
+    ),
+    ("toolhost-mcp", "the MCP server and bridge"),
 ];
 
-/// Module path (`settle::hooks`) → source text, for every file of `src`.
-fn modules(src: &Path) -> Result<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    let mut pending = vec![src.to_owned()];
+/// One library crate as cargo describes it.
+struct Crate {
+    name: String,
+    /// The directory holding its Cargo.toml.
+    dir: String,
+    /// The library crates it depends on (not counting dev-dependencies).
+    uses: BTreeSet<String>,
+}
+
+pub(crate) fn check(root: &Path) -> Result<()> {
+    let crates = library_crates(root)?;
+    let position = |name: &str| CRATES.iter().position(|(n, _)| *n == name);
+    let mut problems = Vec::new();
+    eprintln!("the library's crates, bottom to top (each depends only on crates below it):");
+    for (i, (name, what)) in CRATES.iter().enumerate() {
+        let Some(krate) = crates.iter().find(|c| c.name == *name) else {
+            problems.push(format!(
+                "{name} is in xtask/src/layers.rs but not in the workspace"
+            ));
+            continue;
+        };
+        let lines = rust_lines(&Path::new(&krate.dir).join("src"))?;
+        let uses: Vec<&str> = krate.uses.iter().map(String::as_str).collect();
+        eprintln!("  {i}. {name} ({lines} lines): {what}");
+        eprintln!(
+            "       uses: {}",
+            if uses.is_empty() {
+                "-".into()
+            } else {
+                uses.join(", ")
+            }
+        );
+        for used in &krate.uses {
+            if position(used).is_none_or(|theirs| theirs >= i) {
+                problems.push(format!("{name} depends on {used}, which is not below it"));
+            }
+        }
+    }
+    for krate in &crates {
+        if position(&krate.name).is_none() {
+            problems.push(format!(
+                "{} is a library crate under host/ with no place in xtask/src/layers.rs",
+                krate.name
+            ));
+        }
+    }
+    if problems.is_empty() {
+        eprintln!(
+            "layers: {} crates, none depends on a crate above it",
+            CRATES.len()
+        );
+        return Ok(());
+    }
+    bail!("{}", problems.join("\n"))
+}
+
+/// The workspace's packages under `host/`, with their dependencies on one
+/// another, from `cargo metadata`.
+fn library_crates(root: &Path) -> Result<Vec<Crate>> {
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let metadata: Value = serde_json::from_slice(&out.stdout).context("cargo metadata's JSON")?;
+    let host = root.join("host");
+    let mut crates = Vec::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let manifest = Path::new(package["manifest_path"].as_str().unwrap_or_default());
+        let dir = manifest.parent().unwrap_or(manifest);
+        if !dir.starts_with(&host) {
+            continue;
+        }
+        let uses = package["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            // `kind` is null for normal dependencies, "build" or "dev".
+            .filter(|d| d["kind"].as_str() != Some("dev"))
+            .filter_map(|d| d["name"].as_str())
+            .filter(|name| CRATES.iter().any(|(n, _)| n == name))
+            .map(str::to_owned)
+            .collect();
+        crates.push(Crate {
+            name: package["name"].as_str().unwrap_or_default().to_owned(),
+            dir: dir.to_string_lossy().into_owned(),
+            uses,
+        });
+    }
+    Ok(crates)
+}
+
+/// Lines of the `.rs` files under `dir`.
+fn rust_lines(dir: &Path) -> Result<usize> {
+    let mut lines = 0;
+    let mut pending = vec![dir.to_owned()];
     while let Some(dir) = pending.pop() {
         for entry in std::fs::read_dir(&dir).with_context(|| dir.display().to_string())? {
             let path = entry?.path();
             if path.is_dir() {
                 pending.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let relative = path.strip_prefix(src)?.with_extension("");
-            let mut parts: Vec<String> = relative
-                .iter()
-                .map(|p| p.to_string_lossy().into_owned())
-                .collect();
-            if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
-                parts.pop();
-            }
-            out.insert(parts.join("::"), std::fs::read_to_string(&path)?);
-        }
-    }
-    Ok(out)
-}
-
-/// The modules each module names through `crate::` paths (a root
-/// re-export standing for the module it comes from), test code aside.
-fn imports(
-    modules: &BTreeMap<String, String>,
-    reexports: &BTreeMap<String, String>,
-) -> BTreeMap<String, BTreeSet<String>> {
-    let mut edges = BTreeMap::new();
-    for (name, text) in modules {
-        // Test code and comments (doc links name items, they import none)
-        // aside.
-        let code: String = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap_or_default()
-            .lines()
-            .map(|line| line.split("//").next().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let mut targets = BTreeSet::new();
-        for (at, _) in code.match_indices("crate::") {
-            let path: String = code[at + "crate::".len()..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
-            // The longest prefix of the path that is a module.
-            let segments: Vec<&str> = path.split("::").collect();
-            let target = (1..=segments.len())
-                .rev()
-                .map(|n| segments[..n].join("::"))
-                .find(|m| modules.contains_key(m))
-                .or_else(|| reexports.get(segments[0]).cloned());
-            if let Some(target) = target
-                && &target != name
-                && !name.starts_with(&format!("{target}::"))
-            {
-                targets.insert(target);
-            }
-        }
-        edges.insert(name.clone(), targets);
-    }
-    edges
-}
-
-fn layer(module: &str) -> Option<usize> {
-    let top = module.split("::").next()?;
-    LAYERS
-        .iter()
-        .position(|(_, modules)| modules.contains(&top))
-}
-
-/// Names the crate root re-exports (`pub use a::b::{C, D}` makes `C` and
-/// `D`), with the module each comes from, so `crate::C` counts as an import
-/// of `a::b`.
-fn root_reexports(lib: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for statement in lib.split(';') {
-        let Some(at) = statement.find("pub use ") else {
-            continue;
-        };
-        let path = statement[at + "pub use ".len()..].trim();
-        // The crates below are layers the compiler already enforces.
-        if path.starts_with("toolhost_") {
-            continue;
-        }
-        let (module, names) = match path.split_once("::{") {
-            Some((module, names)) => (module.to_owned(), names.trim_end_matches('}').to_owned()),
-            None => match path.rsplit_once("::") {
-                Some((module, name)) => (module.to_owned(), name.to_owned()),
-                None => continue,
-            },
-        };
-        for name in names.split(',') {
-            let name = name.trim();
-            let name = name.rsplit(" as ").next().unwrap_or(name).trim();
-            if !name.is_empty() {
-                out.insert(name.to_owned(), module.clone());
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                lines += std::fs::read_to_string(&path)?.lines().count();
             }
         }
     }
-    out
-}
-
-/// Prints the layers, bottom to top.
-fn print_layers() {
-    eprintln!("layers, bottom to top (a module imports only from its layer or below):");
-    for (i, (what, modules)) in LAYERS.iter().enumerate() {
-        eprintln!("  {i}. {}: {what}", modules.join(", "));
-    }
-}
-
-/// A chain of imports from `start` back to `start`, if there is one.
-fn cycle(edges: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<String>> {
-    let mut stack = vec![vec![start.to_owned()]];
-    let mut seen = BTreeSet::new();
-    while let Some(chain) = stack.pop() {
-        let last = chain.last()?;
-        for next in edges.get(last).into_iter().flatten() {
-            if next == start {
-                let mut found = chain.clone();
-                found.push(next.clone());
-                return Some(found);
-            }
-            if seen.insert(next.clone()) {
-                let mut longer = chain.clone();
-                longer.push(next.clone());
-                stack.push(longer);
-            }
-        }
-    }
-    None
-}
-
-pub(crate) fn check(root: &Path) -> Result<()> {
-    print_layers();
-    let modules = modules(&root.join("host/src"))?;
-    let reexports = root_reexports(modules.get("").map_or("", String::as_str));
-    let edges = imports(&modules, &reexports);
-    let mut problems = Vec::new();
-    for (from, targets) in &edges {
-        let Some(own) = layer(from) else {
-            if !from.is_empty() {
-                problems.push(format!(
-                    "module `{from}` has no layer in xtask/src/layers.rs"
-                ));
-            }
-            continue;
-        };
-        for to in targets {
-            match layer(to) {
-                Some(theirs) if theirs > own => {
-                    problems.push(format!("`{from}` imports `{to}` from a layer above it"))
-                }
-                None => problems.push(format!("module `{to}` has no layer")),
-                _ => {}
-            }
-        }
-        if let Some(chain) = cycle(&edges, from) {
-            problems.push(format!("import circle: {}", chain.join(" -> ")));
-        }
-    }
-    if problems.is_empty() {
-        eprintln!(
-            "layers: {} modules, no upward import, no circle",
-            modules.len()
-        );
-        return Ok(());
-    }
-    problems.sort();
-    problems.dedup();
-    bail!("{}", problems.join("\n"))
+    Ok(lines)
 }

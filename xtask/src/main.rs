@@ -1,7 +1,7 @@
 //! Project tasks: `cargo xtask demo` builds the example plugins and calls a
 //! tool through the `toolhost` CLI; `cargo xtask plugins` only builds them;
 //! `cargo xtask test` runs every test, real agents included (see `test.rs`);
-//! `cargo xtask layers` prints and checks the library's module layering;
+//! `cargo xtask layers` prints and checks the library's crate layering;
 //! `cargo xtask package` packages the
 //! SDK and the library and uses them outside the workspace; `cargo xtask
 //! templates` builds and checks a project of each `toolhost new` template;
@@ -36,7 +36,7 @@ fn main() -> ExitCode {
         Some("wheel") => wheel::run(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|plugins|test|layers|package|templates|wheel>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot tests, the\n           templates, the MCP client suite (tests/mcp), real agents\n           (tests/agents), the Kubernetes manifests, the packages and the wheel,\n           with a Python venv at target/venv\n           (`cargo xtask test mcp|agents [PYTEST ARGS...]`: only the MCP suite,\n           or only the real agents of tests/agents; `cargo xtask test deploy`:\n           only the Kubernetes manifests, rendered and validated)\n  layers   print the library's layers and check that no module imports from\n           a layer above it\n  package  package the SDK and the library, then build a plugin and check an\n           embedder with them outside the workspace; call the plugin's tool\n  templates build a project of every `toolhost new` template and check its samples\n  wheel    build the CLI's Python wheel (maturin, dev profile) into target/wheels,\n           pip-install it in a fresh venv and run the installed toolhost"
+                "usage: cargo xtask <demo|plugins|test|layers|package|templates|wheel>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot tests, the\n           templates, the MCP client suite (tests/mcp), real agents\n           (tests/agents), the Kubernetes manifests, the packages and the wheel,\n           with a Python venv at target/venv\n           (`cargo xtask test mcp|agents [PYTEST ARGS...]`: only the MCP suite,\n           or only the real agents of tests/agents; `cargo xtask test deploy`:\n           only the Kubernetes manifests, rendered and validated)\n  layers   print the library's crates, bottom to top, with their lines and\n           dependencies, and check that none depends on a crate above it\n  package  package the SDK and the library, then build a plugin and check an\n           embedder with them outside the workspace; call the plugin's tool\n  templates build a project of every `toolhost new` template and check its samples\n  wheel    build the CLI's Python wheel (maturin, dev profile) into target/wheels,\n           pip-install it in a fresh venv and run the installed toolhost"
             );
             return ExitCode::from(2);
         }

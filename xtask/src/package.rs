@@ -11,7 +11,7 @@
 //! missing from a package, a path that only resolves inside this repository,
 //! or a macro that names something the package does not export fails here.
 //!
-//! The `toolhost` library is packaged without cargo's verification (which
+//! The `toolhost` library and its layer crates are packaged without cargo's verification (which
 //! rebuilds wasmtime in a directory of its own, about five minutes here);
 //! instead an embedder crate outside the workspace depends on the unpacked
 //! package (and the unpacked `toolhost-names`) and is `cargo check`ed against the workspace's lockfile and
@@ -104,30 +104,53 @@ const EMBEDDER_SOURCE: &str = r#"fn main() {
 }
 "#;
 
-/// Packages the library (unverified), unpacks it, and checks an embedder
-/// crate outside the workspace that depends on it and on `names`, the
-/// unpacked `toolhost-names`.
+/// The library's layer crates, bottom to top, each packaged with the
+/// library: none is on crates.io yet.
+const LAYERS: [&str; 6] = [
+    "toolhost-model",
+    "toolhost-store",
+    "toolhost-core",
+    "toolhost-oci",
+    "toolhost-runtime",
+    LIBRARY,
+];
+
+/// Packages the library and its layer crates (unverified), unpacks them,
+/// and checks an embedder crate outside the workspace that depends on the
+/// library, with each layer crate and `names` (the unpacked
+/// `toolhost-names`) patched in as crates.io would serve them.
 fn check_library(root: &Path, target: &Path, unpacked: &Path, names: &Path) -> Result<()> {
-    eprintln!("packaging {LIBRARY} (cargo package --no-verify)...");
+    eprintln!(
+        "packaging {} (cargo package --no-verify)...",
+        LAYERS.join(", ")
+    );
     // With `toolhost-names`, which is not on crates.io either: cargo
-    // resolves the library's dependency on it against this package.
-    run_step(
-        cargo()
-            .args(["package", "--allow-dirty", "--no-verify"])
-            .args(["-p", NAMES, "-p", LIBRARY])
-            .current_dir(root),
-    )?;
-    let file = target
-        .join("package")
-        .join(format!("{LIBRARY}-{}.crate", version(root, LIBRARY)?));
-    let [library] = unpack(&[file], unpacked)?;
+    // resolves each crate's dependencies against the others' packages.
+    let mut command = cargo();
+    command.args(["package", "--allow-dirty", "--no-verify", "-p", NAMES]);
+    for layer in LAYERS {
+        command.args(["-p", layer]);
+    }
+    run_step(command.current_dir(root))?;
+    let files = LAYERS
+        .map(|name| {
+            version(root, name).map(|v| target.join("package").join(format!("{name}-{v}.crate")))
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    let files: [PathBuf; LAYERS.len()] = files.try_into().expect("one file per layer");
+    let layers = unpack(&files, unpacked)?;
+    let library = &layers[LAYERS.len() - 1];
     let embedder = scratch("toolhost-embedder-")?;
+    let mut patches = format!("{NAMES} = {{ path = {:?} }}\n", path_str(names)?);
+    for (name, dir) in LAYERS.iter().zip(&layers) {
+        patches.push_str(&format!("{name} = {{ path = {:?} }}\n", path_str(dir)?));
+    }
     let manifest = format!(
         "[package]\nname = \"embedder\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\
          publish = false\n\n[dependencies]\n{LIBRARY} = {{ path = {:?} }}\n\n\
-         [patch.crates-io]\n{NAMES} = {{ path = {:?} }}\n",
-        path_str(&library)?,
-        path_str(names)?
+         [patch.crates-io]\n{patches}",
+        path_str(library)?,
     );
     fs::create_dir_all(embedder.path().join("src"))?;
     fs::write(embedder.path().join("Cargo.toml"), manifest)?;
