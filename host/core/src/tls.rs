@@ -17,29 +17,47 @@ pub fn client_config(extra_roots: &[impl AsRef<Path>]) -> Result<Arc<rustls::Cli
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for file in extra_roots {
         let file = file.as_ref();
-        let bad = |why: String| {
-            Error::Config(format!(
-                "cannot use {} as an HTTP root certificate: {why}; give a PEM file",
+        let why = |reason: &dyn std::fmt::Display| {
+            format!(
+                "cannot use {} as an HTTP root certificate: {reason}; give a PEM file",
                 file.display()
-            ))
+            )
         };
-        let certs = CertificateDer::pem_file_iter(file).map_err(|e| bad(e.to_string()))?;
+        let bad = |e: rustls::pki_types::pem::Error| Error::config_caused(why(&e), e);
+        let certs = CertificateDer::pem_file_iter(file).map_err(bad)?;
         let mut added = 0;
         for cert in certs {
             roots
-                .add(cert.map_err(|e| bad(e.to_string()))?)
-                .map_err(|e| bad(e.to_string()))?;
+                .add(cert.map_err(bad)?)
+                .map_err(|e| Error::config_caused(why(&e), e))?;
             added += 1;
         }
         if added == 0 {
-            return Err(bad("it holds no certificate".into()));
+            return Err(Error::config(why(&"it holds no certificate")));
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Config(format!("TLS: {e}")))?
+        .map_err(|e| Error::config_caused(format!("TLS: {e}"), e))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_root_file_that_is_not_pem_keeps_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let Err(e) = client_config(&[&missing]) else {
+            panic!("a missing root file was accepted");
+        };
+        assert!(e.to_string().contains("give a PEM file"), "{e}");
+        let source = std::error::Error::source(&e).expect("the cause is kept");
+        assert!(source.is::<rustls::pki_types::pem::Error>(), "{source:?}");
+    }
 }

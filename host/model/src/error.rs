@@ -248,8 +248,16 @@ pub enum Error {
     #[error(transparent)]
     Grant(#[from] GrantError),
     /// Host configuration is invalid.
-    #[error("invalid host configuration: {0}")]
-    Config(String),
+    #[error("invalid host configuration: {message}")]
+    Config {
+        /// What is wrong, and what to do about it.
+        message: String,
+        /// The underlying error (a certificate file's `io::Error` or
+        /// rustls' parse error, a JSON error), for an embedder to downcast;
+        /// `None` when the value itself is out of range.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// The engine failed in a way no plugin caused.
     #[error("engine error: {message}")]
     Engine {
@@ -287,6 +295,25 @@ pub enum Error {
 }
 
 impl Error {
+    /// A configuration error with nothing underneath: a value out of range.
+    pub fn config(message: impl Into<String>) -> Error {
+        Error::Config {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A configuration error caused by `source`.
+    pub fn config_caused(
+        message: String,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::Config {
+            message,
+            source: Some(Box::new(source)),
+        }
+    }
+
     /// An engine error with nothing underneath.
     pub fn engine_message(message: String) -> Error {
         Error::Engine {

@@ -358,7 +358,7 @@ impl HostBuilder {
             (_, 0) => "max_instances is 0: plugins need at least 1 instance slot",
             _ => return Ok(()),
         };
-        Err(Error::Config(zero.to_owned()))
+        Err(Error::config(zero))
     }
 
     /// Builds the host: configures the engine, reads the CA files given to
@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn a_zero_slot_count_is_refused_by_name_not_raised_to_one() {
         let refused = |builder: HostBuilder| match builder.build() {
-            Err(Error::Config(message)) => message,
+            Err(Error::Config { message, .. }) => message,
             other => panic!("expected a configuration error, got {other:?}"),
         };
         assert!(refused(Host::builder().concurrency(0)).starts_with("concurrency is 0"));

@@ -267,8 +267,8 @@ impl Loader {
                 .await
             }
             PluginSource::Oci(reference) => self.load_oci(reference, options).await,
-            _ => Err(Error::Config(
-                "this runtime cannot load this kind of plugin source".into(),
+            _ => Err(Error::config(
+                "this runtime cannot load this kind of plugin source",
             )),
         }
     }
@@ -331,12 +331,12 @@ async fn load(
 ) -> Result<Plugin, Error> {
     if options.concurrency == Some(0) {
         let zero = "PluginOptions::concurrency is 0: a plugin needs at least 1 call slot";
-        return Err(Error::Config(zero.into()));
+        return Err(Error::config(zero));
     }
     let compiled = compile(runtime, path, wasm, options.compile).await?;
     let tier = compiled.linked.tier;
-    let config =
-        serde_json::to_string(&options.config).map_err(|e| Error::Config(e.to_string()))?;
+    let config = serde_json::to_string(&options.config)
+        .map_err(|e| Error::config_caused(e.to_string(), e))?;
     let info = PluginInfo {
         name: options.name.clone().unwrap_or_else(|| {
             path.file_stem()
