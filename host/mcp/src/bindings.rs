@@ -19,28 +19,42 @@ pub const SESSION_IDLE_EXPIRY: Duration = Duration::from_secs(300);
 /// door can tell. Two requests are the same caller exactly when their
 /// credentials are equal.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Credential(Arc<str>);
+pub(crate) enum Credential {
+    /// No credential: loopback without a token, or stdio.
+    Anonymous,
+    /// A bearer token, known by the first 16 hex digits of its BLAKE3
+    /// digest (the token itself is not kept).
+    Token(Arc<str>),
+    /// An OAuth caller, by its `ISSUER#SUBJECT` name.
+    Caller(Arc<str>),
+}
 
 impl Credential {
     /// No credential: loopback without a token, or stdio.
     pub(crate) fn anonymous() -> Credential {
-        Credential("anonymous".into())
+        Credential::Anonymous
     }
 
     /// A bearer token, known by a digest (the token itself is not kept).
     pub(crate) fn token(token: &str) -> Credential {
         let digest = blake3::hash(token.as_bytes()).to_hex();
-        Credential(format!("token:{}", &digest[..16]).into())
+        Credential::Token(digest[..16].into())
     }
 
     /// An OAuth caller, by its `ISSUER#SUBJECT` name.
     pub(crate) fn caller(name: &str) -> Credential {
-        Credential(format!("caller:{name}").into())
+        Credential::Caller(name.into())
     }
 
-    /// A stable name for scoping what the caller owns; never the secret.
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
+    /// A stable name for scoping what the caller owns (`anonymous`,
+    /// `token:DIGEST`, `caller:NAME`, as stores already key it); never the
+    /// secret.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Credential::Anonymous => "anonymous".to_owned(),
+            Credential::Token(digest) => format!("token:{digest}"),
+            Credential::Caller(name) => format!("caller:{name}"),
+        }
     }
 
     /// The store's key of session `id` that a stateless client with this
@@ -48,13 +62,13 @@ impl Credential {
     /// id make the same key (`svc` in `admin:s1` is not `svc:admin` in
     /// `s1`), and never a server-minted session id (those are no arrays).
     pub(crate) fn declared_session(&self, id: &str) -> String {
-        serde_json::json!(["client", self.as_str(), id]).to_string()
+        serde_json::json!(["client", self.name(), id]).to_string()
     }
 
     /// The scope of the retained outputs of this credential's stateless
     /// requests that declare no session: this credential's alone.
     pub(crate) fn stateless_outputs(&self) -> String {
-        serde_json::json!(["stateless", self.as_str()]).to_string()
+        serde_json::json!(["stateless", self.name()]).to_string()
     }
 }
 
@@ -256,7 +270,7 @@ mod tests {
     #[test]
     fn a_token_credential_does_not_keep_the_token() {
         let credential = Credential::token("s3cret-token");
-        assert!(!credential.as_str().contains("s3cret"));
+        assert!(!credential.name().contains("s3cret"));
         assert!(!credential.declared_session("s1").contains("s3cret"));
         assert_eq!(credential, Credential::token("s3cret-token"));
     }

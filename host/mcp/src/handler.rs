@@ -86,7 +86,7 @@ impl RequestScope {
         RequestScope {
             outputs: id.clone(),
             session: id,
-            caller: caller.as_str().to_owned(),
+            caller: caller.name(),
             who,
         }
     }
@@ -200,7 +200,7 @@ impl Handler {
             None => RequestScope {
                 session: format!("request:{}", uuid::Uuid::new_v4().simple()),
                 outputs: credential.stateless_outputs(),
-                caller: credential.as_str().to_owned(),
+                caller: credential.name(),
                 who,
             },
         }
