@@ -1,5 +1,8 @@
-//! What every request to `/mcp` passes before the MCP SDK sees it (R37):
-//! an exact Origin check, the bearer token (which becomes the request's
+//! What every request to `/mcp` passes before the MCP SDK sees it (R37),
+//! as layers in front of the route: the exact Origin check
+//! ([`origin::check`](crate::http::origin::check)), no token in the query
+//! string ([`refuse_query_token`]); then, in [`serve`], the policies that
+//! depend on one another: the bearer token (which becomes the request's
 //! [`Credential`]), the body read within a size, an idle time, a total time
 //! and the server-wide budget of bytes held, malformed JSON answered with
 //! JSON-RPC's parse error, a bounded `initialize`, and 2025-era sessions
@@ -15,6 +18,7 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
@@ -34,7 +38,6 @@ use crate::handler::Handler;
 use crate::http::auth::{Authenticated, Authenticator, bearer};
 use crate::http::body::{Bodies, over_budget};
 use crate::http::connections::{Busy, CALLER_CONNECTION_SHARE_PERCENT, Connection};
-use crate::http::origin::Origins;
 use crate::http::refusal::{INVALID_PARAMS, PARSE_ERROR, Refused, closing, rpc_error};
 use crate::results::BUSY_ERROR_CODE;
 use toolhost::Caller;
@@ -75,7 +78,6 @@ pub(crate) struct Guard {
     pub(crate) tokens: Vec<Arc<str>>,
     /// OAuth access tokens, when issuers are configured (R40).
     pub(crate) auth: Option<Arc<Authenticator>>,
-    pub(crate) origins: Origins,
     pub(crate) bodies: Bodies,
     pub(crate) bindings: Arc<Bindings>,
     /// The SDK's services: one whose SSE streams are resumable (priming
@@ -153,7 +155,18 @@ fn session_id(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
 }
 
-/// Serves `/mcp`: the guard, then the SDK service the request's era goes to.
+/// The query-token policy, a layer in front of `/mcp`: a token in the URL
+/// is refused before any credential is looked for.
+pub(crate) async fn refuse_query_token(request: Request, next: Next) -> Response {
+    if has_query_token(&request) {
+        return token_in_query();
+    }
+    next.run(request).await
+}
+
+/// Serves `/mcp`, behind the Origin and query-token layers: the guard's
+/// remaining policies (credential, scope, body, JSON peek, session), then
+/// the SDK service the request's era goes to.
 pub(crate) async fn serve(State(guard): State<Arc<Guard>>, request: Request) -> Response {
     let admitted = match guard.admit(request).await {
         Ok(admitted) => admitted,
@@ -177,18 +190,6 @@ pub(crate) async fn serve(State(guard): State<Arc<Guard>>, request: Request) -> 
 impl Guard {
     /// Checks a request; gives it back with what it holds and where it goes.
     async fn admit(&self, request: Request) -> Result<Admitted, Refused> {
-        if let Some(origin) = request.headers().get(header::ORIGIN)
-            && !self.origins.allows(origin)
-        {
-            let forbidden = (
-                StatusCode::FORBIDDEN,
-                "Forbidden: Origin header is not allowed",
-            );
-            return Err(Box::new(forbidden.into_response()));
-        }
-        if has_query_token(&request) {
-            return Err(Box::new(token_in_query()));
-        }
         let (mut parts, body) = request.into_parts();
         let connection = parts.extensions.get::<Arc<Connection>>().cloned();
         let mut held = Held {
@@ -269,7 +270,7 @@ impl Guard {
         let credential = match (given, &self.auth) {
             (Some(given), _) if matched => {
                 let credential = Credential::token(given);
-                parts.extensions.insert(Caller::named(credential.as_str()));
+                parts.extensions.insert(Caller::named(credential.name()));
                 credential
             }
             (_, Some(auth)) => {

@@ -173,7 +173,6 @@ impl McpServer {
                 .iter()
                 .map(|t| Arc::from(t.as_str()))
                 .collect(),
-            origins,
             bodies: Bodies {
                 idle: options.body_timeout,
                 deadline: options.body_deadline,
@@ -185,8 +184,15 @@ impl McpServer {
             plain: sdk(None),
             replies: replies.clone(),
         });
+        // Each policy that stands alone is a layer; the last added runs
+        // first.
         let router = axum::Router::new()
             .route("/mcp", axum::routing::any(guard::serve))
+            .route_layer(axum::middleware::from_fn(guard::refuse_query_token))
+            .route_layer(axum::middleware::from_fn_with_state(
+                Arc::new(origins),
+                origin::check,
+            ))
             .with_state(guard);
         let router = match auth {
             Some(auth) => router.merge(auth::metadata_routes(auth)),

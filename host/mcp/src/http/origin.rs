@@ -3,7 +3,12 @@
 //! origin. Loopback origins are allowed on any port; others only as
 //! configured. Nothing is matched by prefix.
 
-use axum::http::HeaderValue;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 use toolhost::config::authority::{self, Authority};
 
@@ -46,6 +51,27 @@ impl Origins {
         };
         LOOPBACK_HOSTS.contains(&origin.host.as_str()) || self.configured.contains(&origin)
     }
+}
+
+/// The Origin policy, a layer in front of `/mcp` (the outermost: nothing
+/// else reads a request a page on another site made): an `Origin` header
+/// that is not allowed is 403; a request without one (not a browser's)
+/// passes.
+pub(crate) async fn check(
+    State(origins): State<Arc<Origins>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(origin) = request.headers().get(header::ORIGIN)
+        && !origins.allows(origin)
+    {
+        let forbidden = (
+            StatusCode::FORBIDDEN,
+            "Forbidden: Origin header is not allowed",
+        );
+        return forbidden.into_response();
+    }
+    next.run(request).await
 }
 
 /// `scheme://host[:port]`, nothing more: no path, user or query, a port of
