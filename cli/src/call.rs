@@ -64,13 +64,12 @@ pub(crate) async fn run(
     let snapshot = location.snapshot();
     // Fresh ids each run (a minted message id): nothing to replay or
     // wait for, so the outcome is the run's one write to the store.
-    let context = CallContext {
-        session_id: format!("cli-{}", uuid::Uuid::new_v4().simple()),
-        agent: "toolhost".into(),
-        message_id: String::new(),
-        call_id: "cli-call".into(),
-        caller: None,
-    };
+    let context = CallContext::new(
+        format!("cli-{}", uuid::Uuid::new_v4().simple()),
+        "toolhost",
+        String::new(),
+        "cli-call",
+    );
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
     tokio::spawn(async move {

@@ -169,13 +169,12 @@ async fn run_samples(
                 .and_then(|v| v.as_object().cloned())
                 .unwrap_or_default(),
         );
-        let context = CallContext {
-            session_id: run.clone(),
-            agent: "toolhost-check".into(),
-            message_id: "check".into(),
-            call_id: format!("sample-{i}"),
-            caller: None,
-        };
+        let context = CallContext::new(
+            run.clone(),
+            "toolhost-check",
+            "check",
+            format!("sample-{i}"),
+        );
         let call =
             Call::new(&sample.tool, input.to_string(), context).with_overrides(common.overrides());
         let started = Instant::now();

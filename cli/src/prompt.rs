@@ -117,13 +117,7 @@ mod tests {
 
     fn request(resources: &[&str], save: &[&str]) -> PermissionRequest {
         PermissionRequest {
-            context: CallContext {
-                session_id: "s".into(),
-                agent: "a".into(),
-                message_id: "m".into(),
-                call_id: "c".into(),
-                caller: None,
-            },
+            context: CallContext::new("s", "a", "m", "c"),
             plugin: "fs-tools".into(),
             tool: "write_file".into(),
             action: "edit".into(),

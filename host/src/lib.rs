@@ -43,13 +43,7 @@
 //! assert_eq!(snapshot.definitions()[0].name, "echo");
 //!
 //! // ...and settle the model's calls against it.
-//! let context = CallContext {
-//!     session_id: "ses_1".into(),
-//!     agent: "build".into(),
-//!     message_id: "msg_1".into(),
-//!     call_id: "call_1".into(),
-//!     caller: None,
-//! };
+//! let context = CallContext::new("ses_1", "build", "msg_1", "call_1");
 //! let settlement = snapshot
 //!     .settle(Call::new("echo", r#"{"message":"hi"}"#, context.clone()))
 //!     .await;
@@ -63,7 +57,8 @@
 //! assert!(again.replayed);
 //!
 //! // Invalid input never runs the tool; the model gets an actionable error.
-//! let next = CallContext { call_id: "call_2".into(), ..context };
+//! let mut next = context.clone();
+//! next.call_id = "call_2".into();
 //! let settlement = snapshot.settle(Call::new("echo", "{}", next)).await;
 //! assert_eq!(settlement.outcome.status(), "error");
 //! # Ok(())

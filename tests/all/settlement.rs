@@ -566,22 +566,14 @@ async fn r19_outcomes_carry_exact_ids_and_errors_keep_the_last_progress() {
     let _a = load(&location, CHAOS).await;
     let _t = load(&location, TEXT_TOOLS).await;
     let snapshot = location.snapshot();
-    let ctx = toolhost::CallContext {
-        session_id: "ses_01J".into(),
-        agent: "build".into(),
-        message_id: "msg_01J".into(),
-        call_id: "toolu_42".into(),
-        caller: None,
-    };
+    let ctx = toolhost::CallContext::new("ses_01J", "build", "msg_01J", "toolu_42");
     let s = snapshot
         .settle(Call::new("echo", r#"{"message":"hi"}"#, ctx.clone()))
         .await;
     assert_eq!(s.context, ctx);
     assert_eq!(completed(&s).content, [ContentPart::text("hi")]);
-    let next = toolhost::CallContext {
-        call_id: "toolu_43".into(),
-        ..ctx.clone()
-    };
+    let mut next = ctx.clone();
+    next.call_id = "toolu_43".into();
     let s = snapshot
         .settle(Call::new("fail", r#"{"message":"it broke"}"#, next.clone()))
         .await;

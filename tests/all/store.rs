@@ -64,13 +64,7 @@ fn backends() -> [fn() -> Backend; 2] {
 }
 
 fn ids(call: &str) -> CallContext {
-    CallContext {
-        session_id: "ses-store".into(),
-        agent: "tester".into(),
-        message_id: "msg-store".into(),
-        call_id: call.into(),
-        caller: None,
-    }
+    CallContext::new("ses-store", "tester", "msg-store", call)
 }
 
 /// A native tool that counts its executions and, while `gate` has no

@@ -43,13 +43,12 @@ pub fn host() -> (Host, tempfile::TempDir) {
 pub fn context(call: &str) -> CallContext {
     static MESSAGES: AtomicU64 = AtomicU64::new(0);
     let message = MESSAGES.fetch_add(1, Ordering::Relaxed);
-    CallContext {
-        session_id: format!("ses-{call}"),
-        agent: "tester".into(),
-        message_id: format!("msg-{call}-{message}"),
-        call_id: call.into(),
-        caller: None,
-    }
+    CallContext::new(
+        format!("ses-{call}"),
+        "tester",
+        format!("msg-{call}-{message}"),
+        call,
+    )
 }
 
 /// Settles `tool` with JSON `input` on `snapshot`.

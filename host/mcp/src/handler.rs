@@ -226,13 +226,13 @@ impl Handler {
     ) -> Call {
         let message = meta_str(context, MESSAGE_ID_KEY);
         let minted = message.is_none();
-        let ids = CallContext {
-            session_id: scope.session.clone(),
-            caller: scope.who.clone(),
-            agent: Self::agent(context),
-            message_id: message.unwrap_or_default(),
-            call_id: context.id.to_string(),
-        };
+        let mut ids = CallContext::new(
+            scope.session.clone(),
+            Self::agent(context),
+            message.unwrap_or_default(),
+            context.id.to_string(),
+        );
+        ids.caller = scope.who.clone();
         if minted {
             Call::minted(tool, input, ids)
         } else {

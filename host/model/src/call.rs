@@ -92,13 +92,7 @@ impl Call {
     ///
     /// ```
     /// # use toolhost_model::{call::Call, context::CallContext};
-    /// let context = CallContext {
-    ///     session_id: "ses_1".into(),
-    ///     agent: "my-agent".into(),
-    ///     message_id: String::new(),
-    ///     call_id: "call_1".into(),
-    ///     caller: None,
-    /// };
+    /// let context = CallContext::new("ses_1", "my-agent", "", "call_1");
     /// let call = Call::minted("echo", r#"{"message":"hi"}"#, context);
     /// assert!(call.context.message_id.starts_with("msg_"));
     /// ```

@@ -6,7 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The durable identity of one tool call, supplied by the agent runner.
+///
+/// `#[non_exhaustive]`: build one with [`CallContext::new`] (and
+/// [`with_caller`](CallContext::with_caller)); its fields stay readable
+/// and assignable.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CallContext {
     /// The session the call belongs to.
     pub session_id: String,
@@ -21,6 +26,31 @@ pub struct CallContext {
     /// (a local agent, stdio, loopback without a token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<Caller>,
+}
+
+impl CallContext {
+    /// The identity of call `call_id` in message `message_id` of session
+    /// `session_id`, issued by `agent`, made by nobody in particular.
+    pub fn new(
+        session_id: impl Into<String>,
+        agent: impl Into<String>,
+        message_id: impl Into<String>,
+        call_id: impl Into<String>,
+    ) -> CallContext {
+        CallContext {
+            session_id: session_id.into(),
+            agent: agent.into(),
+            message_id: message_id.into(),
+            call_id: call_id.into(),
+            caller: None,
+        }
+    }
+
+    /// The same identity, made by `caller` (R40).
+    pub fn with_caller(mut self, caller: Caller) -> CallContext {
+        self.caller = Some(caller);
+        self
+    }
 }
 
 /// An authenticated caller. Recorded by name only; its claims stay in

@@ -42,6 +42,7 @@ impl fmt::Debug for Schema {
 
 /// One way an instance fails its schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Violation {
     /// JSON Pointer to the offending value (empty for the document root).
     pub path: String,

@@ -131,10 +131,8 @@ fn child_call(
     pipeline: &Pipeline,
     deadline: Instant,
 ) -> Call {
-    let context = CallContext {
-        call_id: format!("{}/{}", parent.call_id, nested.index + 1),
-        ..parent.clone()
-    };
+    let mut context = parent.clone();
+    context.call_id = format!("{}/{}", parent.call_id, nested.index + 1);
     let own = tools
         .tools
         .get(&nested.tool)

@@ -11,6 +11,7 @@ use crate::registry::placement::{Level, Placement};
 
 /// One active registration of a name, as `toolhost list` shows it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CatalogEntry {
     /// The effective name.
     pub name: String,

@@ -5,13 +5,7 @@ use crate::IdConflict;
 use crate::model::outcome::Outcome;
 
 fn context(call: &str) -> CallContext {
-    CallContext {
-        session_id: "ses".into(),
-        agent: "tester".into(),
-        message_id: "msg".into(),
-        call_id: call.into(),
-        caller: None,
-    }
+    CallContext::new("ses", "tester", "msg", call)
 }
 
 fn input() -> InputDigest {

@@ -361,13 +361,7 @@ mod tests {
     fn event() -> Write {
         Write::Event(StoreEvent {
             kind: "progress",
-            context: CallContext {
-                session_id: "s".into(),
-                agent: "a".into(),
-                message_id: "m".into(),
-                call_id: "c".into(),
-                caller: None,
-            },
+            context: CallContext::new("s", "a", "m", "c"),
             body: serde_json::json!({"step": 1}),
         })
     }
@@ -384,10 +378,7 @@ mod tests {
     /// An outcome of a call that ran unclaimed: a write that must be durable.
     fn outcome(call: &str) -> (Write, tokio::sync::oneshot::Receiver<Result<bool, String>>) {
         let (done, recorded) = tokio::sync::oneshot::channel();
-        let context = crate::model::context::CallContext {
-            call_id: call.into(),
-            ..Default::default()
-        };
+        let context = crate::model::context::CallContext::new("", "", "", call);
         let write = Write::Record {
             outcome: super::super::StoredOutcome {
                 context,
