@@ -8,6 +8,7 @@
 //! `cargo xtask wheel` builds, installs and runs the CLI's Python wheel.
 
 mod agents;
+mod conformance;
 mod deploy;
 mod layers;
 mod package;
@@ -31,12 +32,13 @@ fn main() -> ExitCode {
         Some("plugins") => build_plugins().map(|_| ()),
         Some("test") => test::run(&args[1..]),
         Some("layers") => layers::check(&root()),
+        Some("conformance") => conformance::run(&root(), &args[1..]),
         Some("package") => package::run(&root()),
         Some("templates") => templates::run(),
         Some("wheel") => wheel::run(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|plugins|test|layers|package|templates|wheel>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot tests, the\n           templates, the MCP client suite (tests/mcp), real agents\n           (tests/agents), the Kubernetes manifests, the packages and the wheel,\n           with a Python venv at target/venv\n           (`cargo xtask test mcp|agents [PYTEST ARGS...]`: only the MCP suite,\n           or only the real agents of tests/agents; `cargo xtask test deploy`:\n           only the Kubernetes manifests, rendered and validated)\n  layers   print the library's crates, bottom to top, with their lines and\n           dependencies, and check that none depends on a crate above it\n  package  package the SDK and the library, then build a plugin and check an\n           embedder with them outside the workspace; call the plugin's tool\n  templates build a project of every `toolhost new` template and check its samples\n  wheel    build the CLI's Python wheel (maturin, dev profile) into target/wheels,\n           pip-install it in a fresh venv and run the installed toolhost"
+                "usage: cargo xtask <demo|plugins|test|layers|conformance|package|templates|wheel>\n  demo     build the example plugins, list text-tools and call echo\n  plugins  build the example plugins (wasm32-wasip2, release)\n  test     run every test: cargo test --workspace, the polyglot tests, the\n           templates, the MCP client suite (tests/mcp), the MCP conformance\n           suite, real agents (tests/agents), the Kubernetes manifests, the packages and the wheel,\n           with a Python venv at target/venv\n           (`cargo xtask test mcp|agents [PYTEST ARGS...]`: only the MCP suite,\n           or only the real agents of tests/agents; `cargo xtask test deploy`:\n           only the Kubernetes manifests, rendered and validated)\n  layers   print the library's crates, bottom to top, with their lines and\n           dependencies, and check that none depends on a crate above it\n  conformance  run the pinned MCP conformance suite against toolhost serve --http,\n           both requirement sets, against tests/conformance's baselines\n           (`--rebaseline`: write the baselines from this run)\n  package  package the SDK and the library, then build a plugin and check an\n           embedder with them outside the workspace; call the plugin's tool\n  templates build a project of every `toolhost new` template and check its samples\n  wheel    build the CLI's Python wheel (maturin, dev profile) into target/wheels,\n           pip-install it in a fresh venv and run the installed toolhost"
             );
             return ExitCode::from(2);
         }

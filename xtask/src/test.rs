@@ -49,6 +49,10 @@ const STEPS: &[Step] = &[
     ("MCP client tests (tests/mcp, Python mcp client)", |env| {
         mcp_suite(&env.root, &env.venv, &[])
     }),
+    (
+        "official MCP conformance suite (pinned, both requirement sets, against its baselines)",
+        |env| crate::conformance::run(&env.root, &[]),
+    ),
     (crate::deploy::STEP, |env| {
         crate::deploy::run(&env.root, &env.venv)
     }),
