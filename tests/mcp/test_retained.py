@@ -160,8 +160,14 @@ async def test_read_output_defaults_and_the_reference_prefix(conn) -> None:
 async def test_unknown_and_malformed_ids_are_errors(conn) -> None:
     for bad in ("0" * 32, "../../../../etc/passwd", "toolhost-output:" + "f" * 32):
         await read_output_fails(conn, {"id": bad})
-    with pytest.raises(MCPError):
-        await conn.client.read_resource(f"toolhost://output/{'0' * 32}")
+    for uri in (f"toolhost://output/{'0' * 32}", "test://nonexistent"):
+        with pytest.raises(MCPError) as refused:
+            await conn.client.read_resource(uri)
+        # Not found, naming the URI: -32002 in 2025, -32602 since
+        # 2026-07-28 (SEP-2164).
+        expected = -32002 if conn.era == LEGACY else -32602
+        assert refused.value.error.code == expected, refused.value.error
+        assert refused.value.error.data == {"uri": uri}, refused.value.error
 
 
 async def read_output_fails(conn, arguments: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ContentBlock, ErrorData, Resource, ResourceContents};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData, Resource, ResourceContents};
 use serde_json::{Value, json};
 
 use crate::server::Shared;
@@ -110,18 +110,26 @@ pub(crate) async fn resources(shared: &Shared, scope: &str) -> Result<Vec<Resour
         .collect())
 }
 
-/// `resources/read` of `toolhost://output/<id>`: the whole text.
+/// `resources/read` of `toolhost://output/<id>`: the whole text. A URI
+/// that names nothing is -32002 with the URI as its `data.uri`, as the
+/// 2026-07-28 revision asks (SEP-2164).
 pub(crate) async fn read_resource(
     shared: &Shared,
     scope: &str,
     uri: &str,
 ) -> Result<ResourceContents, ErrorData> {
+    let named = |mut e: ErrorData| {
+        if e.code == ErrorCode::RESOURCE_NOT_FOUND {
+            e.data = Some(serde_json::json!({ "uri": uri }));
+        }
+        e
+    };
     let Some(id) = uri.strip_prefix(URI_PREFIX) else {
-        return Err(ErrorData::resource_not_found(
+        return Err(named(ErrorData::resource_not_found(
             format!("`{uri}` is not a resource of this server"),
             None,
-        ));
+        )));
     };
-    let text = text_of(shared, scope, id).await?;
+    let text = text_of(shared, scope, id).await.map_err(named)?;
     Ok(ResourceContents::text(text, uri))
 }
