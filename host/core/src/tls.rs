@@ -50,7 +50,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_root_file_that_is_not_pem_keeps_its_cause() {
+    fn a_root_file_that_cannot_be_read_keeps_its_cause() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.pem");
         let Err(e) = client_config(&[&missing]) else {
